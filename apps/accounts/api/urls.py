@@ -1,0 +1,11 @@
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from .views import MeView, ProjectViewSet
+
+app_name = "accounts-api"
+
+router = SimpleRouter()
+router.register("projects", ProjectViewSet, basename="project")
+
+urlpatterns = [path("me/", MeView.as_view(), name="me"), *router.urls]

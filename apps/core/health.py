@@ -1,0 +1,150 @@
+"""Liveness and readiness checks behind ``/healthz`` and ``/readyz``.
+
+A readiness check is a callable returning a :class:`CheckResult`. Critical checks decide the
+HTTP status; informational ones (beat) are reported but never make the portal "not ready".
+Apps add their own (e.g. the telemetry backend) with :func:`register_readiness_check` from
+their ``AppConfig.ready()``.
+"""
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+STATUS_OK = "ok"
+STATUS_FAIL = "fail"
+STATUS_WARN = "warn"
+
+
+@dataclass
+class CheckResult:
+    status: str
+    message: str = ""
+    details: dict = field(default_factory=dict)
+    critical: bool = True
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data.update(data.pop("details"))
+        return data
+
+
+@dataclass(frozen=True)
+class ReadinessCheck:
+    name: str
+    run: Callable[[], CheckResult]
+
+
+_checks: dict[str, ReadinessCheck] = {}
+
+
+def register_readiness_check(name: str, run: Callable[[], CheckResult]) -> None:
+    _checks[name] = ReadinessCheck(name, run)
+
+
+def check_database() -> CheckResult:
+    started = time.perf_counter()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as exc:  # any driver error means "not ready"; say which
+        return CheckResult(STATUS_FAIL, f"database unreachable: {exc.__class__.__name__}: {exc}")
+    return CheckResult(
+        STATUS_OK,
+        f"{connection.vendor} answered",
+        {"vendor": connection.vendor, "latency_ms": round((time.perf_counter() - started) * 1000, 1)},
+    )
+
+
+def check_broker_round_trip() -> CheckResult:
+    """Send ``core.ping`` through the broker and wait for a worker process to answer it."""
+    from .tasks import ping_task
+
+    timeout = settings.READYZ_BROKER_TIMEOUT
+    nonce = uuid.uuid4().hex
+    started = time.perf_counter()
+    try:
+        result = ping_task.apply_async(args=[nonce])
+        answer = result.get(timeout=timeout, interval=0.05, propagate=True)
+    except Exception as exc:
+        name = exc.__class__.__name__
+        if name == "TimeoutError":
+            message = (
+                f"no worker answered within {timeout:g} s: start one with "
+                "`celery -A portal worker` (make run starts it for you)"
+            )
+        else:
+            message = f"broker round-trip failed: {name}: {exc}"
+        return CheckResult(STATUS_FAIL, message, {"broker": _broker_display()})
+    round_trip_ms = round((time.perf_counter() - started) * 1000, 1)
+    same_process = answer.get("pid") == os.getpid() and answer.get("hostname") == socket.gethostname()
+    if answer.get("nonce") != nonce or same_process:
+        return CheckResult(
+            STATUS_FAIL,
+            "the ping ran inside the web process (eager mode), not on a worker",
+            {"broker": _broker_display()},
+        )
+    return CheckResult(
+        STATUS_OK,
+        f"worker {answer['hostname']} (pid {answer['pid']}) answered in {round_trip_ms} ms",
+        {
+            "broker": _broker_display(),
+            "worker_hostname": answer["hostname"],
+            "worker_pid": answer["pid"],
+            "round_trip_ms": round_trip_ms,
+        },
+    )
+
+
+def check_beat() -> CheckResult:
+    from .models import Heartbeat
+
+    expected = settings.BEAT_HEARTBEAT_SECONDS
+    heartbeat = Heartbeat.objects.filter(name="beat").first()
+    if heartbeat is None:
+        return CheckResult(STATUS_WARN, "no beat heartbeat yet: is `celery -A portal beat` running?", critical=False)
+    age = (timezone.now() - heartbeat.last_seen).total_seconds()
+    details = {"last_seen": heartbeat.last_seen.isoformat(), "age_s": round(age, 1)}
+    if age > 3 * expected:
+        return CheckResult(STATUS_WARN, f"last beat heartbeat {age:.0f} s ago (expected every {expected} s)", details, False)
+    return CheckResult(STATUS_OK, f"last beat heartbeat {age:.0f} s ago", details, critical=False)
+
+
+def _broker_display() -> str:
+    # Never echo credentials from the broker URL into a public endpoint.
+    url = settings.CELERY_BROKER_URL
+    scheme = url.split("://", 1)[0]
+    return scheme
+
+
+register_readiness_check("database", check_database)
+register_readiness_check("broker", check_broker_round_trip)
+register_readiness_check("beat", check_beat)
+
+
+_cache: dict[str, tuple[float, dict, bool]] = {}
+
+
+def readiness_report() -> tuple[dict, bool]:
+    """Run every registered check; return the JSON report and whether the portal is ready."""
+    max_age = settings.READYZ_CACHE_SECONDS
+    cached = _cache.get("report")
+    if cached and time.monotonic() - cached[0] < max_age:
+        return cached[1], cached[2]
+    results = {name: check.run() for name, check in _checks.items()}
+    ready = all(result.status == STATUS_OK for result in results.values() if result.critical)
+    report = {
+        "status": STATUS_OK if ready else STATUS_FAIL,
+        "profile": settings.BELVEDERE_PROFILE,
+        "time": timezone.now().isoformat(),
+        "checks": {name: result.as_dict() for name, result in results.items()},
+    }
+    _cache["report"] = (time.monotonic(), report, ready)
+    return report, ready
+

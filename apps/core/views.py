@@ -1,0 +1,110 @@
+"""Pages and endpoints that belong to the portal as a whole."""
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.mixins import UserPassesTestMixin
+from django.http import JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from django.views.generic import TemplateView
+
+from apps.accounts.selectors import project_list_for_user
+
+from .health import readiness_report
+from .models import Heartbeat, TaskRun
+
+
+class HomeView(TemplateView):
+    template_name = "core/home.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["projects"] = project_list_for_user(self.request.user)
+        return context
+
+
+class CapabilityView(TemplateView):
+    """Landing page of a capability. Each app's index view subclasses it with its template."""
+
+    template_name = "core/capability.html"
+
+
+class StaffRequiredMixin(UserPassesTestMixin):
+    raise_exception = True
+
+    def test_func(self) -> bool:
+        return self.request.user.is_staff
+
+
+class StaffView(StaffRequiredMixin, TemplateView):
+    template_name = "core/staff.html"
+
+    def get_context_data(self, **kwargs):
+        from apps.accounts.models import Project
+
+        context = super().get_context_data(**kwargs)
+        report, ready = readiness_report()
+        context.update(
+            readiness=report,
+            ready=ready,
+            user_count=get_user_model().objects.count(),
+            staff_count=get_user_model().objects.filter(is_staff=True).count(),
+            projects=Project.objects.order_by("slurm_account").prefetch_related("members")[:50],
+            heartbeats=Heartbeat.objects.order_by("name"),
+            task_runs=TaskRun.objects.select_related("requested_by")[:20],
+        )
+        return context
+
+
+@login_not_required
+@require_GET
+@never_cache
+def healthz(request):
+    """Liveness: the process serves requests. Touches nothing else, so it stays cheap."""
+    return JsonResponse({"status": "ok"})
+
+
+@login_not_required
+@require_GET
+@never_cache
+def readyz(request):
+    """Readiness: database, a broker round-trip answered by a worker, and app-specific checks."""
+    report, ready = readiness_report()
+    return JsonResponse(report, status=200 if ready else 503)
+
+
+# ---------------------------------------------------------------------------------------------
+# Error handlers: JSON in the common error format under /api/, friendly pages elsewhere.
+# ---------------------------------------------------------------------------------------------
+_ERROR_TEXT = {
+    400: "The request could not be understood.",
+    403: "You do not have permission to see this.",
+    404: "There is nothing at this address, or it is not visible to you.",
+    500: "Something went wrong on our side. The error has been logged.",
+}
+
+
+def _error_response(request, status_code: int, detail: str | None = None):
+    detail = detail or _ERROR_TEXT[status_code]
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": detail, "errors": []}, status=status_code)
+    return render(request, "core/error.html", {"status_code": status_code, "detail": detail}, status=status_code)
+
+
+def bad_request(request, exception=None):
+    detail = None
+    if exception is not None and exception.__class__.__name__ == "RequestDataTooBig":
+        detail = "The request body is larger than this server accepts."
+    return _error_response(request, 400, detail)
+
+
+def permission_denied(request, exception=None):
+    return _error_response(request, 403)
+
+
+def page_not_found(request, exception=None):
+    return _error_response(request, 404)
+
+
+def server_error(request):
+    return _error_response(request, 500)

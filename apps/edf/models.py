@@ -1,0 +1,1 @@
+"""Models of the edf app (see README.md for what it owns)."""

@@ -1,0 +1,5 @@
+from apps.core.views import CapabilityView
+
+
+class EdfIndexView(CapabilityView):
+    template_name = "edf/index.html"

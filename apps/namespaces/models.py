@@ -1,0 +1,1 @@
+"""Models of the namespaces app (see README.md for what it owns)."""

@@ -1,0 +1,5 @@
+from apps.core.views import CapabilityView
+
+
+class NamespacesIndexView(CapabilityView):
+    template_name = "namespaces/index.html"

@@ -1,0 +1,1 @@
+"""Models of the ranks app (see README.md for what it owns)."""

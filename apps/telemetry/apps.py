@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class TelemetryConfig(AppConfig):
+    name = "apps.telemetry"
+    label = "telemetry"
+    verbose_name = "Telemetry"

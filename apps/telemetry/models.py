@@ -1,0 +1,1 @@
+"""Models of the telemetry app (see README.md for what it owns)."""

@@ -1,0 +1,1 @@
+"""Models of the vetting app (see README.md for what it owns)."""

@@ -1,0 +1,321 @@
+"""Settings shared by every profile.
+
+Every value an operator may change is read from the environment here, with the default that
+suits the embedded profile; ``deploy/env.example`` documents each variable. The profile modules
+(``embedded``, ``production``, ``test``) only change what differs between them.
+"""
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+if env.bool("DJANGO_READ_DOT_ENV_FILE", default=False):
+    env.read_env(str(BASE_DIR / ".env"))
+
+# Which profile is running: "embedded", "production" or "test". Set by the profile module.
+BELVEDERE_PROFILE = "base"
+
+# ---------------------------------------------------------------------------------------------
+# Core Django
+# ---------------------------------------------------------------------------------------------
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env("SECRET_KEY", default="")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# Where the embedded profile keeps its SQLite database, broker queue and telemetry files.
+DATA_DIR = Path(env("BELVEDERE_DATA_DIR", default=str(BASE_DIR / "var"))).resolve()
+
+# Public base URL of the portal, used in links printed into job output and e-mails.
+BELVEDERE_BASE_URL = env("BELVEDERE_BASE_URL", default="http://127.0.0.1:8000")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_results",
+    "django_celery_beat",
+    "csp",
+    # Belvedere's own apps, one per domain.
+    "apps.core",
+    "apps.accounts",
+    "apps.jobs",
+    "apps.topology",
+    "apps.ranks",
+    "apps.telemetry",
+    "apps.saturation",
+    "apps.vetting",
+    "apps.edf",
+    "apps.namespaces",
+    "apps.catalog",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs a login unless its view says otherwise (login, /healthz, /readyz, API,
+    # which authenticates by itself).
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "apps.core.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+# ---------------------------------------------------------------------------------------------
+# Database: DATABASE_URL, e.g. postgres://belvedere@db/belvedere; SQLite file by default.
+# ---------------------------------------------------------------------------------------------
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'belvedere.sqlite3'}")}
+
+
+def tune_sqlite(database: dict) -> dict:
+    """Let the web server, worker and beat share one SQLite file without "database is locked".
+
+    WAL lets readers run beside one writer; IMMEDIATE transactions take the write lock up front so
+    two writers queue on ``busy_timeout`` instead of failing at commit.
+    """
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        options = database.setdefault("OPTIONS", {})
+        options.setdefault("timeout", 30)
+        options.setdefault("transaction_mode", "IMMEDIATE")
+        options.setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+    return database
+
+
+tune_sqlite(DATABASES["default"])
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# ---------------------------------------------------------------------------------------------
+# Authentication
+# ---------------------------------------------------------------------------------------------
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "core:home"
+LOGOUT_REDIRECT_URL = "accounts:login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# OIDC single sign-on (mozilla-django-oidc): switched on by setting OIDC_RP_CLIENT_ID.
+OIDC_RP_CLIENT_ID = env("OIDC_RP_CLIENT_ID", default="")
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+if OIDC_ENABLED:
+    OIDC_RP_CLIENT_SECRET = env("OIDC_RP_CLIENT_SECRET")
+    OIDC_RP_SIGN_ALGO = env("OIDC_RP_SIGN_ALGO", default="RS256")
+    OIDC_OP_AUTHORIZATION_ENDPOINT = env("OIDC_OP_AUTHORIZATION_ENDPOINT")
+    OIDC_OP_TOKEN_ENDPOINT = env("OIDC_OP_TOKEN_ENDPOINT")
+    OIDC_OP_USER_ENDPOINT = env("OIDC_OP_USER_ENDPOINT")
+    OIDC_OP_JWKS_ENDPOINT = env("OIDC_OP_JWKS_ENDPOINT", default="")
+    OIDC_RP_SCOPES = env("OIDC_RP_SCOPES", default="openid email profile")
+    INSTALLED_APPS.append("mozilla_django_oidc")
+    AUTHENTICATION_BACKENDS.insert(0, "apps.accounts.oidc.ProjectClaimsOIDCBackend")
+# Which claims carry the username, the staff flag and the Slurm accounts (see apps/accounts/claims.py).
+OIDC_USERNAME_CLAIM = env("OIDC_USERNAME_CLAIM", default="preferred_username")
+OIDC_GROUPS_CLAIM = env("OIDC_GROUPS_CLAIM", default="groups")
+OIDC_STAFF_GROUP = env("OIDC_STAFF_GROUP", default="belvedere-staff")
+OIDC_ACCOUNT_GROUP_PREFIX = env("OIDC_ACCOUNT_GROUP_PREFIX", default="slurm-")
+OIDC_PROVIDER_NAME = env("OIDC_PROVIDER_NAME", default="single sign-on")
+
+# ---------------------------------------------------------------------------------------------
+# Internationalisation and time: everything is stored and exchanged in UTC.
+# ---------------------------------------------------------------------------------------------
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = env("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+# ---------------------------------------------------------------------------------------------
+# Static files: whitenoise serves them in every profile, so no separate web server is needed.
+# ---------------------------------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(env("STATIC_ROOT", default=str(BASE_DIR / "staticfiles")))
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# ---------------------------------------------------------------------------------------------
+# Request limits: refuse oversized bodies with a clear 413/400 instead of reading them.
+# ---------------------------------------------------------------------------------------------
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=10 * 1024 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = env.int("FILE_UPLOAD_MAX_MEMORY_SIZE", default=10 * 1024 * 1024)
+
+# ---------------------------------------------------------------------------------------------
+# Security headers that apply in every profile; production.py adds HTTPS-only settings.
+# ---------------------------------------------------------------------------------------------
+X_FRAME_OPTIONS = "SAMEORIGIN"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        # Plotly sets inline style attributes on the SVG it draws.
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "frame-ancestors": ["'self'"],
+        "form-action": ["'self'"],
+        "base-uri": ["'self'"],
+        "object-src": ["'none'"],
+    },
+}
+
+# ---------------------------------------------------------------------------------------------
+# REST API
+# ---------------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    # Token first: an unauthenticated API call then gets 401 with a WWW-Authenticate header.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "apps.core.api.exceptions.api_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Belvedere API",
+    "DESCRIPTION": (
+        "Job-scoped observability and self-service for the ML platform. Authenticate with a "
+        "session or with `Authorization: Token <key>`. Every 4xx answer has the form "
+        '`{"detail": "...", "errors": [{"field": ..., "line": ..., "message": ...}]}`.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and docs are public so code generators and other tools can fetch them.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.core.api.schema.add_error_responses",
+    ],
+}
+
+# ---------------------------------------------------------------------------------------------
+# Celery: a real worker and beat in every profile. CELERY_BROKER_URL picks the broker; the
+# embedded default is kombu's filesystem transport, which needs no server.
+# ---------------------------------------------------------------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://localhost/")
+BROKER_DIR = DATA_DIR / "broker"
+if CELERY_BROKER_URL.startswith("filesystem"):
+    for _folder in ("queue", "control"):
+        (BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "store_processed": False,
+        # Poll the queue folder often: the default 1 s makes every round-trip take a second.
+        "polling_interval": 0.1,
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {}
+)
+CELERY_RESULT_BACKEND = "django-db"
+CELERY_RESULT_EXTENDED = True
+CELERY_CACHE_BACKEND = "django-cache"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TIMEZONE = "UTC"
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=30 * 60)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=25 * 60)
+CELERY_TASK_TRACK_STARTED = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+BEAT_HEARTBEAT_SECONDS = env.int("BELVEDERE_BEAT_HEARTBEAT_SECONDS", default=30)
+CELERY_BEAT_SCHEDULE = {
+    "core.beat_heartbeat": {"task": "core.beat_heartbeat", "schedule": float(BEAT_HEARTBEAT_SECONDS)},
+}
+
+# ---------------------------------------------------------------------------------------------
+# Readiness (/readyz): how long to wait for a worker to answer the broker round-trip, and how
+# long one answer is reused so that a busy load balancer does not flood the queue.
+# ---------------------------------------------------------------------------------------------
+READYZ_BROKER_TIMEOUT = env.float("READYZ_BROKER_TIMEOUT", default=5.0)
+READYZ_CACHE_SECONDS = env.float("READYZ_CACHE_SECONDS", default=2.0)
+
+# ---------------------------------------------------------------------------------------------
+# Telemetry store (see apps/telemetry/README.md). Shaped like Django's STORAGES: one alias per
+# store, each a dotted backend class plus options.
+# ---------------------------------------------------------------------------------------------
+TELEMETRY_BACKEND = env("TELEMETRY_BACKEND", default="embedded")
+ELASTICSEARCH_URL = env("ELASTICSEARCH_URL", default="")
+TELEMETRY_BACKENDS = {
+    "default": {
+        "BACKEND": {
+            "embedded": "apps.telemetry.backends.embedded.EmbeddedBackend",
+            "elasticsearch": "apps.telemetry.backends.elasticsearch.ElasticsearchBackend",
+        }.get(TELEMETRY_BACKEND, TELEMETRY_BACKEND),
+        "OPTIONS": {
+            "path": str(DATA_DIR / "telemetry"),
+            "url": ELASTICSEARCH_URL,
+            "index_prefix": env("ELASTICSEARCH_INDEX_PREFIX", default="belvedere-telemetry"),
+        },
+    },
+}
+
+# ---------------------------------------------------------------------------------------------
+# Logging: one line per record to stderr, which honcho, systemd and Docker all collect.
+# ---------------------------------------------------------------------------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,20 @@
+"""Test profile: the embedded profile with fast hashing and per-run data under var/test.
+
+The integration profile uses the same module with DATABASE_URL pointing at PostgreSQL and
+CELERY_BROKER_URL at Redis (see .ci/run and the Makefile's test-integration target).
+"""
+import os
+
+os.environ.setdefault("BELVEDERE_DATA_DIR", str(__import__("pathlib").Path(__file__).resolve().parents[2] / "var" / "test"))
+
+from .embedded import *  # noqa: E402,F401,F403
+from .embedded import DATA_DIR, DATABASES  # noqa: E402
+
+BELVEDERE_PROFILE = "test"
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# A file, not ":memory:", so a real worker process and the live server see the same database.
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-db.sqlite3")}
+READYZ_CACHE_SECONDS = 0.0
+READYZ_BROKER_TIMEOUT = 20.0
