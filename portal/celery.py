@@ -6,7 +6,7 @@ orphans queued messages.
 """
 import os
 
-from celery import Celery, signals
+from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.embedded")
 
@@ -15,10 +15,11 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@signals.import_modules.connect
+@app.on_configure.connect
 def _fail_fast_on_bad_settings(sender=None, **kwargs):
-    # The worker and beat import task modules right after start-up: check settings first so a
-    # missing production value gives one line, not a traceback from deep inside Django.
+    # Fired the first time Celery reads its configuration, which for the worker and beat is while
+    # the command line is parsed: check Django's settings first so a missing production value
+    # gives one line instead of a traceback from deep inside the CLI.
     from portal.startup import load_settings_or_exit
 
     load_settings_or_exit()

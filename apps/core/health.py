@@ -70,7 +70,7 @@ def check_broker_round_trip() -> CheckResult:
     nonce = uuid.uuid4().hex
     started = time.perf_counter()
     try:
-        result = ping_task.apply_async(args=[nonce])
+        result = ping_task.apply_async(args=[nonce], queue=settings.READYZ_PING_QUEUE)
         answer = result.get(timeout=timeout, interval=0.05, propagate=True)
     except Exception as exc:
         name = exc.__class__.__name__

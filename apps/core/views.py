@@ -43,10 +43,9 @@ class StaffView(StaffRequiredMixin, TemplateView):
         from apps.accounts.models import Project
 
         context = super().get_context_data(**kwargs)
-        report, ready = readiness_report()
+        # Readiness is fetched by the page itself (static/js/belvedere.js): the broker round-trip
+        # can take seconds and must not hold up the page.
         context.update(
-            readiness=report,
-            ready=ready,
             user_count=get_user_model().objects.count(),
             staff_count=get_user_model().objects.filter(is_staff=True).count(),
             projects=Project.objects.order_by("slurm_account").prefetch_related("members")[:50],

@@ -287,6 +287,8 @@ CELERY_BEAT_SCHEDULE = {
 # ---------------------------------------------------------------------------------------------
 READYZ_BROKER_TIMEOUT = env.float("READYZ_BROKER_TIMEOUT", default=5.0)
 READYZ_CACHE_SECONDS = env.float("READYZ_CACHE_SECONDS", default=2.0)
+# Queue the readiness ping goes to: one that every worker consumes.
+READYZ_PING_QUEUE = env("READYZ_PING_QUEUE", default="celery")
 
 # ---------------------------------------------------------------------------------------------
 # Telemetry store (see apps/telemetry/README.md). Shaped like Django's STORAGES: one alias per

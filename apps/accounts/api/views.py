@@ -1,5 +1,6 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, viewsets
+from rest_framework.authtoken.views import ObtainAuthToken
 
 from ..selectors import project_list_for_user
 from .serializers import MeSerializer, ProjectSerializer
@@ -23,3 +24,8 @@ class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return project_list_for_user(self.request.user).order_by("slurm_account")
+
+
+@extend_schema(tags=["accounts"])
+class TokenView(ObtainAuthToken):
+    """Exchange a username and password for the user's API token (created on first use)."""

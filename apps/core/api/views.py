@@ -16,6 +16,7 @@ class ApiRootView(APIView):
             {
                 "me": link("accounts-api:me"),
                 "projects": link("accounts-api:project-list"),
+                "token": link("accounts-api:token"),
                 "schema": link("api-schema"),
                 "docs": link("api-docs"),
             }

@@ -1,0 +1,65 @@
+"""Headless Chromium (Debian's /usr/bin/chromium) driven by Playwright against a live server."""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls made by fixtures in the
+# same thread are safe because nothing else runs concurrently in it.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = os.environ.get("BELVEDERE_CHROMIUM", "/usr/bin/chromium")
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class PageProblems:
+    """Console errors, uncaught exceptions and failed requests seen by one page."""
+
+    def __init__(self, page):
+        self.items: list[str] = []
+        page.on("console", lambda message: message.type == "error" and self.items.append(f"console: {message.text}"))
+        page.on("pageerror", lambda error: self.items.append(f"exception: {error}"))
+        page.on("requestfailed", lambda request: self.items.append(f"request failed: {request.url} {request.failure}"))
+        page.on("response", lambda response: response.status >= 400 and self.items.append(f"HTTP {response.status}: {response.url}"))
+
+    def take(self) -> list[str]:
+        items, self.items = self.items, []
+        return items
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.problems = PageProblems(page)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def screenshot():
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def take(page, name: str) -> Path:
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take

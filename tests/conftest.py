@@ -1,0 +1,192 @@
+"""Shared fixtures.
+
+The suite runs in two profiles with the same tests:
+
+* default (``make test``): SQLite file database, kombu filesystem broker;
+* integration (``make test-integration``, run by ``.ci/run``): PostgreSQL and Redis, selected by
+  DATABASE_URL and CELERY_BROKER_URL.
+
+Tests marked ``integration`` start a real Celery worker process (:func:`celery_worker_process`).
+With BELVEDERE_NO_SKIP=1 (set by ``.ci/run``, or CI=true) a skipped test fails the run: CI must
+exercise every path, a laptop without Chromium may skip the browser tests.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+ARTIFACTS_DIR = BASE_DIR / "test-artifacts"
+
+
+def _no_skip_required() -> bool:
+    return os.environ.get("BELVEDERE_NO_SKIP") == "1" or os.environ.get("CI", "").lower() == "true"
+
+
+def pytest_report_header(config):
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    broker = settings.CELERY_BROKER_URL.split("://", 1)[0]
+    host = database.get("HOST") or "local file"
+    return [
+        f"belvedere: profile={settings.BELVEDERE_PROFILE} database={database['ENGINE'].rsplit('.', 1)[-1]} ({host}) broker={broker}",
+        f"belvedere: skipped tests {'FAIL the run' if _no_skip_required() else 'are allowed'}",
+    ]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _no_skip_required():
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if skipped:
+        reporter.write_line(f"BELVEDERE_NO_SKIP: {len(skipped)} test(s) skipped; every test must run here:", red=True)
+        for report in skipped:
+            reporter.write_line(f"  {report.nodeid}: {report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr}")
+        session.exitstatus = 1
+
+
+# ---------------------------------------------------------------------------------------------
+# People
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def make_user(django_user_model):
+    def make(username: str, *, password: str = "pw-for-tests-1", is_staff: bool = False, accounts=()):
+        from apps.accounts.models import Membership, Project
+
+        user = django_user_model.objects.create_user(username=username, password=password, is_staff=is_staff)
+        for account in accounts:
+            project, _ = Project.objects.get_or_create(slurm_account=account, defaults={"title": f"Project {account}"})
+            Membership.objects.create(user=user, project=project)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def api_client():
+    from rest_framework.test import APIClient
+
+    return APIClient()
+
+
+# ---------------------------------------------------------------------------------------------
+# A real Celery worker process
+# ---------------------------------------------------------------------------------------------
+def database_url(settings_dict: dict) -> str:
+    """DATABASE_URL that points a subprocess at the database this test session uses."""
+    engine = settings_dict["ENGINE"]
+    if engine.endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    if engine.endswith("postgresql"):
+        user = quote(settings_dict.get("USER") or "")
+        password = f":{quote(settings_dict['PASSWORD'])}" if settings_dict.get("PASSWORD") else ""
+        credentials = f"{user}{password}@" if user else ""
+        host = settings_dict.get("HOST") or ""
+        port = f":{settings_dict['PORT']}" if settings_dict.get("PORT") else ""
+        return f"postgres://{credentials}{host}{port}/{settings_dict['NAME']}"
+    raise RuntimeError(f"no DATABASE_URL form known for {engine}")
+
+
+def _purge_broker() -> None:
+    from django.conf import settings
+
+    if settings.CELERY_BROKER_URL.startswith("filesystem"):
+        for folder in ("queue", "control"):
+            shutil.rmtree(settings.BROKER_DIR / folder, ignore_errors=True)
+            (settings.BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
+    else:
+        from portal.celery import app
+
+        app.control.purge()
+
+
+class ServiceProcess:
+    """A subprocess of the portal (worker, beat) whose log is kept for failure messages."""
+
+    def __init__(self, name: str, args: list[str], env: dict, ready_marker: str | None, timeout: float = 90):
+        ARTIFACTS_DIR.mkdir(exist_ok=True)
+        self.name = name
+        self.log_path = ARTIFACTS_DIR / f"{name}.log"
+        self._log = open(self.log_path, "w")
+        self.process = subprocess.Popen(args, cwd=BASE_DIR, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.pid = self.process.pid
+        if ready_marker:
+            self._wait_for(ready_marker, timeout)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def _wait_for(self, marker: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if marker in self.log_text():
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not become ready; its log ends with:\n{self.log_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+def service_environment(**extra) -> dict:
+    from django.db import connection
+
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="portal.settings.test",
+        DATABASE_URL=database_url(connection.settings_dict),
+        PYTHONUNBUFFERED="1",
+        C_FORCE_ROOT="1",
+    )
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """One real worker process for the session, consuming the configured broker."""
+    with django_db_blocker.unblock():
+        _purge_broker()
+        env = service_environment()
+    worker = ServiceProcess(
+        "celery-worker",
+        [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=solo", "--without-mingle",
+         "--without-gossip", "--loglevel=INFO", f"--hostname=test-{uuid.uuid4().hex[:8]}@%h"],
+        env,
+        ready_marker=" ready.",
+    )
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def start_service():
+    """Start extra portal processes (e.g. beat) for one test; they are stopped afterwards."""
+    started: list[ServiceProcess] = []
+
+    def start(name: str, args: list[str], ready_marker: str | None = None, **extra_env) -> ServiceProcess:
+        service = ServiceProcess(name, [sys.executable, *args], service_environment(**extra_env), ready_marker)
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        service.stop()

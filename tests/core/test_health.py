@@ -1,0 +1,80 @@
+"""/healthz and /readyz: liveness is cheap; readiness proves a worker answered through the broker."""
+import os
+
+import pytest
+
+from apps.core.tasks import ping_task
+
+
+def test_healthz_is_public_json(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"status": "ok"}
+
+
+@pytest.mark.django_db
+def test_readyz_fails_when_the_ping_runs_eagerly_in_the_web_process(client):
+    ping_task.app.conf.task_always_eager = True
+    try:
+        response = client.get("/readyz")
+    finally:
+        ping_task.app.conf.task_always_eager = False
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "fail"
+    assert body["checks"]["database"]["status"] == "ok"
+    assert body["checks"]["broker"]["status"] == "fail"
+    assert "eager" in body["checks"]["broker"]["message"]
+
+
+@pytest.mark.django_db
+def test_readyz_says_no_worker_answered_when_nobody_consumes_the_queue(client, settings):
+    settings.READYZ_PING_QUEUE = "nobody-consumes-this-queue"
+    settings.READYZ_BROKER_TIMEOUT = 0.5
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    broker = response.json()["checks"]["broker"]
+    assert broker["status"] == "fail"
+    assert "no worker answered within 0.5 s" in broker["message"]
+    # The broker URL may hold credentials: only its scheme is shown.
+    assert broker["broker"] in {"filesystem", "redis"}
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_readyz_round_trip_is_answered_by_the_worker_process(client, celery_worker_process):
+    response = client.get("/readyz")
+    body = response.json()
+    assert response.status_code == 200, body
+    broker = body["checks"]["broker"]
+    assert broker["status"] == "ok"
+    # --pool=solo runs tasks in the worker's main process: the pid must be that subprocess's.
+    assert broker["worker_pid"] == celery_worker_process.pid
+    assert broker["worker_pid"] != os.getpid()
+    assert body["checks"]["database"]["status"] == "ok"
+    assert "core.ping" in celery_worker_process.log_text()
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_beat_heartbeat_travels_beat_broker_worker_database(client, celery_worker_process, start_service, tmp_path):
+    import time
+
+    from apps.core.models import Heartbeat
+
+    assert not Heartbeat.objects.filter(name="beat").exists()
+    beat = start_service(
+        "celery-beat",
+        ["-m", "celery", "-A", "portal", "beat", "--loglevel=INFO", f"--pidfile={tmp_path / 'beat.pid'}"],
+        ready_marker="beat: Starting",
+        BELVEDERE_BEAT_HEARTBEAT_SECONDS="1",
+    )
+    deadline = time.monotonic() + 45
+    while time.monotonic() < deadline and not Heartbeat.objects.filter(name="beat").exists():
+        time.sleep(0.5)
+    heartbeat = Heartbeat.objects.filter(name="beat").first()
+    assert heartbeat is not None, beat.log_text()[-2000:]
+    assert heartbeat.details["worker_pid"] == celery_worker_process.pid
+    beat_check = client.get("/readyz").json()["checks"]["beat"]
+    assert beat_check["status"] == "ok"
