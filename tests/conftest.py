@@ -41,6 +41,33 @@ def pytest_report_header(config):
     ]
 
 
+def pytest_sessionstart(session):
+    """In the integration profile, stop at once with one clear line when a service is down."""
+    if os.environ.get("BELVEDERE_INTEGRATION") != "1":
+        return
+    import psycopg
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    problems = []
+    try:
+        # The server's maintenance database: the test database does not exist yet.
+        psycopg.connect(
+            dbname="postgres", user=database.get("USER") or None, password=database.get("PASSWORD") or None,
+            host=database.get("HOST") or None, port=database.get("PORT") or None, connect_timeout=3,
+        ).close()
+    except Exception as exc:
+        problems.append(f"PostgreSQL ({os.environ.get('DATABASE_URL')}): {exc}".strip())
+    try:
+        import redis
+
+        redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=3).ping()
+    except Exception as exc:
+        problems.append(f"Redis ({settings.CELERY_BROKER_URL}): {exc}")
+    if problems:
+        pytest.exit("integration profile: services unreachable: " + "; ".join(problems) + " (.ci/run starts them)", returncode=3)
+
+
 def pytest_sessionfinish(session, exitstatus):
     if not _no_skip_required():
         return

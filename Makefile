@@ -1,0 +1,53 @@
+# Belvedere: the two commands a newcomer needs are `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+BELVEDERE_BIND ?= 127.0.0.1:8000
+export BELVEDERE_BIND
+
+# Integration profile: PostgreSQL and Redis on this machine (.ci/run starts them).
+INTEGRATION_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/belvedere
+INTEGRATION_BROKER_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: help install run test test-integration bench clean
+
+help:
+	@echo "make run               set up and start the portal (web + worker + beat) on http://$(BELVEDERE_BIND)/"
+	@echo "make test              set up and run the whole test suite (SQLite, filesystem broker, Chromium if installed)"
+	@echo "make test-integration  the suite against PostgreSQL and Redis ($(INTEGRATION_DATABASE_URL), $(INTEGRATION_BROKER_URL))"
+	@echo "make bench             run the benchmarks under bench/ and print their table"
+
+$(BIN)/.installed: requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(BIN)/.installed-dev: requirements-dev.txt $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+install: $(BIN)/.installed
+
+run: $(BIN)/.installed
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py demo
+	@echo
+	@echo "Belvedere is starting on http://$(BELVEDERE_BIND)/  (Ctrl-C stops web, worker and beat)"
+	@echo
+	exec $(BIN)/honcho start -f Procfile
+
+test: $(BIN)/.installed-dev
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-integration: $(BIN)/.installed-dev
+	DATABASE_URL=$(INTEGRATION_DATABASE_URL) CELERY_BROKER_URL=$(INTEGRATION_BROKER_URL) BELVEDERE_INTEGRATION=1 \
+		$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(BIN)/.installed-dev
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf var staticfiles test-artifacts .pytest_cache
