@@ -38,9 +38,12 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def check(url: str, allowed_hosts: str) -> tuple[bool, str]:
-    request = urllib.request.Request(
-        url, headers={"Host": probe_host(allowed_hosts), "X-Forwarded-Proto": "https", "User-Agent": "belvedere-healthcheck"}
-    )
+    headers = {
+        "Host": probe_host(allowed_hosts),
+        "X-Forwarded-Proto": "https",
+        "User-Agent": "belvedere-healthcheck",
+    }
+    request = urllib.request.Request(url, headers=headers)
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         with opener.open(request, timeout=TIMEOUT_SECONDS) as response:

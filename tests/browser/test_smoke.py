@@ -38,8 +38,37 @@ def test_staff_visits_every_navigation_page_without_errors(live_server, page, sc
         screenshot(page, f"nav-{item.key}")
         assert page.problems.take() == [], f"problems on {item.key} page"
         if item.key != "api":
+            assert_basic_accessibility(page, item.key)
+        if item.key != "api":
             current = page.locator('nav[aria-label="Main"] [aria-current="page"]')
             assert current.get_attribute("data-nav") == item.key
+
+
+def assert_basic_accessibility(page, where: str) -> None:
+    """The checks a screen-reader user notices first; not a full audit."""
+    assert page.locator("html").get_attribute("lang") == "en", where
+    assert page.locator("h1").count() == 1, where
+    assert page.locator("img:not([alt])").count() == 0, where
+    assert page.locator("a.skip-link[href='#main']").count() == 1, where
+    unlabelled = page.evaluate(
+        """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+                 .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')).length"""
+    )
+    assert unlabelled == 0, where
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pages_print_without_navigation(live_server, page, screenshot):
+    from django.core.management import call_command
+
+    call_command("demo")
+    log_in(page, live_server.url, "demo", "belvedere-demo")
+    page.emulate_media(media="print")
+    assert not page.get_by_role("navigation", name="Main").is_visible()
+    assert page.get_by_role("heading", level=1).is_visible()
+    screenshot(page, "home-print")
+    pdf = page.pdf(format="A4")
+    assert pdf.startswith(b"%PDF")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -87,3 +87,68 @@ def test_every_response_carries_a_content_security_policy(client):
     assert "default-src 'self'" in policy
     assert "script-src 'self'" in policy and "unsafe-eval" not in policy
     assert "frame-ancestors 'self'" in policy
+
+
+PROBE_LOGIN_AND_OIDC = """
+import django, sys
+django.setup()
+from django.core.management import call_command
+call_command('migrate', verbosity=0)  # in-memory database: sessions need their table
+from django.test import Client
+from django.test.utils import setup_test_environment
+setup_test_environment()
+client = Client()
+login = client.get('/accounts/login/', secure=True, HTTP_HOST='belvedere.example.org')
+print(login.status_code, 'Log in with Example IdP' in login.content.decode())
+start = client.get('/oidc/authenticate/', secure=True, HTTP_HOST='belvedere.example.org')
+print(start.status_code, start['Location'].split('?')[0], 'client_id=belvedere-portal' in start['Location'])
+"""
+
+
+@pytest.fixture(scope="module")
+def collected_static(tmp_path_factory) -> str:
+    """STATIC_ROOT after the production collectstatic, as a deployment would have it."""
+    static_root = tmp_path_factory.mktemp("static")
+    collected = run(["manage.py", "collectstatic", "--noinput", "-v0"], STATIC_ROOT=str(static_root), DATABASE_URL="sqlite:///:memory:")
+    assert collected.returncode == 0, collected.stderr[-2000:]
+    return str(static_root)
+
+
+def test_oidc_login_is_switched_on_by_settings(collected_static):
+    result = run(
+        ["-c", PROBE_LOGIN_AND_OIDC],
+        STATIC_ROOT=collected_static,
+        OIDC_RP_CLIENT_ID="belvedere-portal",
+        OIDC_RP_CLIENT_SECRET="s3cret",
+        OIDC_OP_AUTHORIZATION_ENDPOINT="https://idp.example.org/auth",
+        OIDC_OP_TOKEN_ENDPOINT="https://idp.example.org/token",
+        OIDC_OP_USER_ENDPOINT="https://idp.example.org/userinfo",
+        OIDC_OP_JWKS_ENDPOINT="https://idp.example.org/certs",
+        OIDC_PROVIDER_NAME="Example IdP",
+        DATABASE_URL="sqlite:///:memory:",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[:2] == ["200 True", "302 https://idp.example.org/auth True"]
+
+
+def test_without_oidc_settings_there_is_no_oidc_login(collected_static):
+    result = run(["-c", PROBE_LOGIN_AND_OIDC.split("start =")[0]], DATABASE_URL="sqlite:///:memory:", STATIC_ROOT=collected_static)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "200 False"
+
+
+def test_production_serves_collected_static_files_through_whitenoise(collected_static):
+    static_root = collected_static
+    probe = (
+        "import django; django.setup();"
+        "from django.templatetags.static import static; from django.test import Client;"
+        "url = static('css/belvedere.css');"
+        "response = Client().get(url, secure=True, HTTP_HOST='belvedere.example.org');"
+        "print(url, response.status_code, response.headers.get('Cache-Control'))"
+    )
+    result = run(["-c", probe], STATIC_ROOT=str(static_root), DATABASE_URL="sqlite:///:memory:")
+    assert result.returncode == 0, result.stderr[-2000:]
+    url, status, cache_control = result.stdout.split(maxsplit=2)
+    assert url.startswith("/static/css/belvedere.") and url != "/static/css/belvedere.css"  # hashed name
+    assert status == "200"
+    assert "max-age=315360000" in cache_control
