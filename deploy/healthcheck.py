@@ -11,6 +11,7 @@ to https://127.0.0.1 would only produce a confusing TLS error instead.
 
 Usage: python deploy/healthcheck.py [URL]   (default http://127.0.0.1:8000/healthz)
 """
+
 import os
 import sys
 import urllib.error

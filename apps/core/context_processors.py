@@ -8,7 +8,8 @@ def navigation(request):
     """Navigation entries the user may see, with the current section marked."""
     path = request.path
     items = []
-    for item in navigation_for(request.user):
+    # Error pages may render before the authentication middleware ran (e.g. a disallowed Host).
+    for item in navigation_for(getattr(request, "user", None)):
         url = reverse(item.url_name)
         items.append({"key": item.key, "label": item.label, "url": url, "current": path.startswith(url)})
     return {

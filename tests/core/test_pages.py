@@ -61,3 +61,18 @@ def test_staff_page_shows_people_and_background_work(client, make_user):
     assert "a-llm01" in page
     assert "jobs.sync_cluster" in page and "cluster alps" in page
     assert "<strong>beat</strong>" in page
+
+
+@pytest.mark.django_db
+def test_disallowed_host_is_a_400_page_not_a_500(client):
+    # The error page renders before authentication middleware has set request.user.
+    response = client.get("/accounts/login/", HTTP_HOST="evil.example.com")
+    assert response.status_code == 400
+    assert "could not be understood" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_disallowed_host_under_the_api_is_a_400_in_the_common_format(client):
+    response = client.get("/api/v1/me/", HTTP_HOST="evil.example.com")
+    assert response.status_code == 400
+    assert response.json() == {"detail": "The request could not be understood.", "errors": []}
