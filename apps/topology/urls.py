@@ -6,4 +6,6 @@ app_name = "topology"
 
 urlpatterns = [
     path("", views.TopologyIndexView.as_view(), name="index"),
+    path("groups/<int:number>/", views.GroupDetailView.as_view(), name="group"),
+    path("nodes/<str:hostname>/", views.NodeDetailView.as_view(), name="node"),
 ]

@@ -1,0 +1,184 @@
+"""Plotly figures of the dragonfly: the whole system, or one group.
+
+Pure: must not import django.
+
+Groups are drawn as a grid of cabinets (rows of ``cabinets_per_row``, as on the machine-room
+floor); inside a group, nodes sit in rows by chassis and columns by position in the chassis, and
+the group's switches form a small block beside them (row = chassis, column = switch blade).
+Only SVG traces are used: WebGL traces need ``unsafe-eval`` in the content security policy.
+"""
+from dataclasses import dataclass
+from math import ceil, sqrt
+
+import plotly.graph_objects as go
+
+from .addresses import AddressError, parse_node_xname
+from .model import Topology
+
+STATE_COLOURS = {
+    "idle": "#2e7d32",
+    "allocated": "#1f77b4",
+    "drain": "#f2a900",
+    "down": "#c62828",
+    "unknown": "#9aa4ae",
+}
+OVERLAY_COLOUR = "#d1495b"
+BACKGROUND_COLOUR = "#d5dbe1"
+SWITCH_COLOUR = "#5a6472"
+GROUP_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    node_columns: int
+    switch_columns: int
+    rows: int
+    cell_width: float
+    cell_height: float
+    group_columns: int
+
+
+def _layout(topology: Topology, groups: list[int]) -> Layout:
+    parameters = topology.parameters or {}
+    node_columns = int(parameters.get("blades_per_chassis", 7)) * int(parameters.get("nodes_per_blade", 2))
+    switch_columns = int(parameters.get("switch_blades_per_chassis", 4))
+    rows = int(parameters.get("chassis_per_cabinet", 8))
+    largest = max((sum(1 for node in topology.nodes if node.group == g) for g in groups), default=0)
+    rows = max(rows, ceil(largest / node_columns) if node_columns else 1)
+    group_columns = int(parameters.get("cabinets_per_row") or max(1, ceil(sqrt(len(groups) * 1.5))))
+    group_columns = min(group_columns, max(1, len(groups)))
+    return Layout(node_columns, switch_columns, rows, node_columns + switch_columns + 2.5, rows + 2.2, group_columns)
+
+
+def _node_positions(topology: Topology, groups: list[int], layout: Layout) -> dict[str, tuple[float, float]]:
+    origin = {group: _origin(position, layout) for position, group in enumerate(groups)}
+    placed: dict[str, tuple[float, float]] = {}
+    fallback_count: dict[int, int] = {}
+    for node in topology.nodes:
+        if node.group not in origin:
+            continue
+        x0, y0 = origin[node.group]
+        row = column = None
+        if node.xname:
+            try:
+                xname = parse_node_xname(node.xname)
+                row, column = xname.chassis, xname.slot * 2 + xname.board
+            except AddressError:
+                row = None
+        if row is None or column >= layout.node_columns or row >= layout.rows:
+            index = fallback_count.get(node.group, 0)
+            fallback_count[node.group] = index + 1
+            row, column = divmod(index, layout.node_columns)
+        placed[node.hostname] = (x0 + column, y0 - row)
+    return placed
+
+
+def _origin(position: int, layout: Layout) -> tuple[float, float]:
+    row, column = divmod(position, layout.group_columns)
+    return column * layout.cell_width, -row * layout.cell_height
+
+
+def system_figure(
+    topology: Topology,
+    *,
+    states: dict[str, str] | None = None,
+    highlight: set[str] | None = None,
+    highlight_label: str = "selected nodes",
+    colour_by: str = "state",
+    groups: list[int] | None = None,
+) -> go.Figure:
+    """The system (or only ``groups``) with one marker per node and per switch.
+
+    ``colour_by`` is ``"state"`` (node states from ``states``), ``"group"``, or ``"overlay"``
+    (nodes in ``highlight`` stand out, the rest fade; the switches their NICs use stand out too).
+    """
+    groups = sorted(set(groups) if groups is not None else set(topology.groups))
+    layout = _layout(topology, groups)
+    positions = _node_positions(topology, groups, layout)
+    states = states or {}
+    highlight = highlight or set()
+    nodes = [node for node in topology.nodes if node.hostname in positions]
+
+    def category(node) -> str:
+        if colour_by == "overlay":
+            return highlight_label if node.hostname in highlight else "other nodes"
+        if colour_by == "group":
+            return f"group {node.group}"
+        return states.get(node.hostname, "unknown")
+
+    def colour(name: str) -> str:
+        if colour_by == "overlay":
+            return OVERLAY_COLOUR if name == highlight_label else BACKGROUND_COLOUR
+        if colour_by == "group":
+            return GROUP_PALETTE[int(name.split()[-1]) % len(GROUP_PALETTE)]
+        return STATE_COLOURS.get(name, STATE_COLOURS["unknown"])
+
+    marker_size = 7 if len(groups) > 4 else 12
+    figure = go.Figure()
+    by_category: dict[str, list] = {}
+    for node in nodes:
+        by_category.setdefault(category(node), []).append(node)
+    order = sorted(by_category, key=lambda name: (name == "other nodes", name not in STATE_COLOURS, name))
+    for name in order:
+        members = by_category[name]
+        figure.add_trace(
+            go.Scatter(
+                x=[positions[node.hostname][0] for node in members],
+                y=[positions[node.hostname][1] for node in members],
+                mode="markers",
+                name=f"{name} ({len(members)})",
+                marker={"symbol": "square", "size": marker_size, "color": colour(name), "line": {"width": 0}},
+                customdata=[
+                    [node.hostname, node.xname or "", node.group,
+                     " ".join(f"{nic.name}→{nic.group}.{nic.switch}:{nic.port}" for nic in node.nics),
+                     states.get(node.hostname, "unknown")]
+                    for node in members
+                ],
+                hovertemplate="<b>%{customdata[0]}</b> %{customdata[1]}<br>group %{customdata[2]} · %{customdata[4]}"
+                              "<br>%{customdata[3]}<extra></extra>",
+            )
+        )
+
+    used_switches = {(nic.group, nic.switch) for node in nodes if node.hostname in highlight for nic in node.nics}
+    switch_x, switch_y, switch_data, switch_colours = [], [], [], []
+    group_origin = {group: _origin(position, layout) for position, group in enumerate(groups)}
+    for switch in topology.switches:
+        if switch.group not in group_origin:
+            continue
+        x0, y0 = group_origin[switch.group]
+        row, column = divmod(switch.index, layout.switch_columns)
+        switch_x.append(x0 + layout.node_columns + 0.8 + column * 0.9)
+        switch_y.append(y0 - row)
+        switch_data.append([f"switch {switch.group}.{switch.index}", switch.xname or ""])
+        switch_colours.append(OVERLAY_COLOUR if (switch.group, switch.index) in used_switches else SWITCH_COLOUR)
+    figure.add_trace(
+        go.Scatter(
+            x=switch_x, y=switch_y, mode="markers", name=f"switches ({len(switch_x)})",
+            marker={"symbol": "diamond", "size": marker_size - 1, "color": switch_colours, "line": {"width": 0}},
+            customdata=switch_data, hovertemplate="<b>%{customdata[0]}</b> %{customdata[1]}<extra></extra>",
+        )
+    )
+    cabinets = {}
+    for node in nodes:
+        cabinets.setdefault(node.group, node.cabinet)
+    for group, (x0, y0) in group_origin.items():
+        label = f"group {group}" + (f" · {cabinets[group]}" if cabinets.get(group) else "")
+        figure.add_annotation(x=x0 - 0.4, y=y0 + 1.1, text=label, showarrow=False, xanchor="left",
+                              font={"size": 11 if len(groups) > 4 else 14, "color": "#1b2430"})
+    rows = ceil(len(groups) / layout.group_columns)
+    # The axes keep a 1:1 aspect, so size the figure for a ~1200 px wide panel; otherwise the
+    # drawing floats in empty space above and below.
+    aspect = (rows * layout.cell_height) / (layout.group_columns * layout.cell_width)
+    figure.update_layout(
+        height=int(min(1400, max(320, 1200 * aspect + 70))),
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        plot_bgcolor="#ffffff",
+        paper_bgcolor="#ffffff",
+        showlegend=True,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0},
+        xaxis={"visible": False, "fixedrange": False},
+        yaxis={"visible": False, "scaleanchor": "x", "scaleratio": 1},
+        hovermode="closest",
+        dragmode="pan",
+    )
+    return figure
