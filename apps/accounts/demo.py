@@ -96,5 +96,9 @@ def build(context: DemoContext) -> dict:
         memberships.append(Membership(user=by_name["demo"], project=project))
     Membership.objects.bulk_create(memberships)
     context.shared["projects"] = [project.slurm_account for project in projects]
+    accounts_of: dict[str, set[str]] = {}
+    for membership in memberships:
+        accounts_of.setdefault(membership.user.username, set()).add(membership.project.slurm_account)
+    context.shared["memberships"] = accounts_of
     context.shared["users"] = sorted(by_name)
     return {"projects": len(projects), "users": len(by_name), "memberships": len(memberships)}

@@ -1,1 +1,185 @@
-"""Models of the jobs app (see README.md for what it owns)."""
+"""Slurm clusters, their jobs and steps, and per-job tokens.
+
+A job is identified by (cluster, job id). Access follows the job's Slurm user and account
+(``selectors.job_list_for_user``), not a foreign key, because jobs arrive before — and sometimes
+without — a matching portal user.
+"""
+import hashlib
+import secrets
+
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from apps.core.models import TimeStampedModel
+
+
+class SyncModeChoices(models.TextChoices):
+    MODE_COMMANDS = "commands", _("Slurm commands on PATH (squeue/sacct --json)")
+    MODE_RESTD = "slurmrestd", _("slurmrestd")
+    MODE_PUSH = "push", _("events pushed by prolog/epilog only")
+
+
+class Cluster(TimeStampedModel):
+    """A Slurm cluster Belvedere follows, and the state of its last sync (shown to staff)."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    title = models.CharField(max_length=200, blank=True)
+    sync_mode = models.CharField(max_length=20, choices=SyncModeChoices.choices, default=SyncModeChoices.MODE_COMMANDS)
+    slurmrestd_url = models.URLField(blank=True)
+    sync_enabled = models.BooleanField(default=True)
+    last_sync = models.DateTimeField(null=True, blank=True)
+    last_sync_ok = models.BooleanField(default=False)
+    last_sync_message = models.TextField(blank=True)
+    last_sync_counts = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JobStateChoices(models.TextChoices):
+    PENDING = "PENDING", _("Pending")
+    RUNNING = "RUNNING", _("Running")
+    SUSPENDED = "SUSPENDED", _("Suspended")
+    COMPLETING = "COMPLETING", _("Completing")
+    COMPLETED = "COMPLETED", _("Completed")
+    FAILED = "FAILED", _("Failed")
+    CANCELLED = "CANCELLED", _("Cancelled")
+    TIMEOUT = "TIMEOUT", _("Timed out")
+    NODE_FAIL = "NODE_FAIL", _("Node failure")
+    OUT_OF_MEMORY = "OUT_OF_MEMORY", _("Out of memory")
+    PREEMPTED = "PREEMPTED", _("Preempted")
+    ENDED = "ENDED", _("Ended (final state unknown)")
+    OTHER = "OTHER", _("Other")
+
+
+ACTIVE_STATES = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING"}
+
+
+def node_search_text(node_list) -> str:
+    return f",{','.join(node_list)}," if node_list else ""
+
+
+class Job(TimeStampedModel):
+    """One Slurm job, array task or heterogeneous component."""
+
+    cluster = models.ForeignKey("jobs.Cluster", on_delete=models.CASCADE, related_name="jobs")
+    job_id = models.PositiveBigIntegerField()
+    array_job_id = models.PositiveBigIntegerField(null=True, blank=True)
+    array_task_id = models.PositiveIntegerField(null=True, blank=True)
+    array_task_string = models.CharField(max_length=200, blank=True)
+    het_job_id = models.PositiveBigIntegerField(null=True, blank=True)
+    het_offset = models.PositiveIntegerField(null=True, blank=True)
+    name = models.CharField(max_length=500, blank=True)
+    user_name = models.CharField(max_length=64, db_index=True)
+    account = models.CharField(max_length=64, blank=True, db_index=True)
+    partition = models.CharField(max_length=64, blank=True)
+    qos = models.CharField(max_length=64, blank=True)
+    state = models.CharField(max_length=20, choices=JobStateChoices.choices, db_index=True)
+    state_reason = models.CharField(max_length=200, blank=True)
+    submit_time = models.DateTimeField(null=True, blank=True, db_index=True)
+    start_time = models.DateTimeField(null=True, blank=True)
+    end_time = models.DateTimeField(null=True, blank=True)
+    time_limit_minutes = models.PositiveIntegerField(null=True, blank=True)
+    nodes = models.TextField(blank=True, help_text=_("Slurm hostlist expression, e.g. nid[000001-000128]."))
+    node_list = models.JSONField(default=list, blank=True, help_text=_("Expanded hostnames, in Slurm's order."))
+    # ",nid000001,nid000002," - lets "jobs on node X" be a LIKE on every database backend.
+    node_search = models.TextField(blank=True, editable=False)
+    node_count = models.PositiveIntegerField(null=True, blank=True)
+    tasks = models.PositiveIntegerField(null=True, blank=True)
+    gpus = models.PositiveIntegerField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    signal = models.IntegerField(null=True, blank=True)
+    working_directory = models.TextField(blank=True)
+    command = models.TextField(blank=True)
+    comment = models.TextField(blank=True)
+    environment = models.CharField(max_length=200, blank=True, help_text=_("The --environment EDF, when known."))
+    source = models.CharField(max_length=20, blank=True, help_text=_("squeue, sacct, scontrol, event or demo."))
+
+    class Meta:
+        ordering = ["-submit_time", "-job_id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="jobs_job_unique")]
+        indexes = [models.Index(fields=["cluster", "state"]), models.Index(fields=["account", "-submit_time"])]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}/{self.job_id}"
+
+    def save(self, *args, **kwargs):
+        self.node_search = node_search_text(self.node_list)
+        super().save(*args, **kwargs)
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def elapsed(self):
+        if not self.start_time:
+            return None
+        return (self.end_time or timezone.now()) - self.start_time
+
+    @property
+    def display_id(self) -> str:
+        if self.array_job_id and self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        if self.het_job_id and self.het_offset is not None:
+            return f"{self.het_job_id}+{self.het_offset}"
+        return str(self.job_id)
+
+
+class JobStep(models.Model):
+    """A step of a job (batch, extern, 0, 1, ...)."""
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="steps")
+    step_id = models.CharField(max_length=40)
+    name = models.CharField(max_length=500, blank=True)
+    nodes = models.TextField(blank=True)
+    tasks = models.PositiveIntegerField(null=True, blank=True)
+    state = models.CharField(max_length=20, blank=True)
+    start_time = models.DateTimeField(null=True, blank=True)
+    end_time = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "start_time", "step_id"]
+        constraints = [models.UniqueConstraint(fields=["job", "step_id"], name="jobs_step_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.job}.{self.step_id}"
+
+
+JOB_TOKEN_PREFIX = "bvj_"
+
+
+class JobToken(models.Model):
+    """A secret that lets code inside one job post data for that job only.
+
+    Only a hash is stored. Valid while the job is pending or running, and for a grace period
+    after it ends (``expires`` is set when the end is recorded).
+    """
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="tokens")
+    key_hash = models.CharField(max_length=64, unique=True)
+    hint = models.CharField(max_length=12, help_text=_("The last characters, to tell tokens apart."))
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField(null=True, blank=True)
+    created_by = models.CharField(max_length=150, blank=True)
+
+    def __str__(self) -> str:
+        return f"job token …{self.hint} for {self.job}"
+
+    @staticmethod
+    def hash(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    @classmethod
+    def issue(cls, job: "Job", created_by: str = "") -> tuple["JobToken", str]:
+        key = JOB_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(job=job, key_hash=cls.hash(key), hint=key[-6:], created_by=created_by)
+        return token, key
+
+    def is_valid(self, now=None) -> bool:
+        return self.expires is None or (now or timezone.now()) < self.expires

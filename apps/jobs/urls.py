@@ -5,5 +5,6 @@ from . import views
 app_name = "jobs"
 
 urlpatterns = [
-    path("", views.JobsIndexView.as_view(), name="index"),
+    path("", views.JobListView.as_view(), name="index"),
+    path("<slug:cluster>/<int:job_id>/", views.JobDetailView.as_view(), name="detail"),
 ]

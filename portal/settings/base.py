@@ -326,3 +326,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# ---------------------------------------------------------------------------------------------
+# Jobs and Slurm (see apps/jobs/README.md)
+# ---------------------------------------------------------------------------------------------
+# The cluster `make run` and the TaskProlog name by default.
+SLURM_CLUSTER_NAME = env("SLURM_CLUSTER_NAME", default="alps")
+# Seconds a Slurm command may take before the sync gives up on it.
+SLURM_COMMAND_TIMEOUT = env.float("SLURM_COMMAND_TIMEOUT", default=60.0)
+# How far back each sync asks sacct for finished jobs.
+SLURM_SACCT_LOOKBACK_HOURS = env.int("SLURM_SACCT_LOOKBACK_HOURS", default=24)
+# How often beat syncs every enabled cluster, in seconds.
+SLURM_SYNC_SECONDS = env.int("SLURM_SYNC_SECONDS", default=60)
+# Job tokens keep working this many hours after their job ended (late uploads from epilogs).
+JOB_TOKEN_GRACE_HOURS = env.int("JOB_TOKEN_GRACE_HOURS", default=24)
+CELERY_BEAT_SCHEDULE["jobs.sync_clusters"] = {"task": "jobs.sync_clusters", "schedule": float(SLURM_SYNC_SECONDS)}

@@ -45,3 +45,11 @@ document.addEventListener("DOMContentLoaded", async () => {
     return tr;
   }
 });
+
+// Pages of active jobs reload themselves while visible, so state and placement stay current.
+document.addEventListener("DOMContentLoaded", () => {
+  const holder = document.querySelector("[data-auto-refresh]");
+  if (!holder) return;
+  const seconds = Number(holder.dataset.autoRefresh) || 60;
+  setInterval(() => { if (document.visibilityState === "visible") window.location.reload(); }, seconds * 1000);
+});

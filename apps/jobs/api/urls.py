@@ -1,8 +1,13 @@
 """REST endpoints of the jobs app, mounted under /api/v1/jobs/."""
-from rest_framework.routers import SimpleRouter
+from django.urls import path
+
+from .views import JobDetailView, JobEventView, JobListView, JobTokenView
 
 app_name = "jobs-api"
 
-router = SimpleRouter()
-
-urlpatterns = [*router.urls]
+urlpatterns = [
+    path("", JobListView.as_view(), name="job-list"),
+    path("events/", JobEventView.as_view(), name="events"),
+    path("<slug:cluster>/<int:job_id>/", JobDetailView.as_view(), name="job-detail"),
+    path("<slug:cluster>/<int:job_id>/token/", JobTokenView.as_view(), name="job-token"),
+]

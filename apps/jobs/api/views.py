@@ -1,0 +1,82 @@
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, permissions, status
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ..authentication import JobTokenAuthentication, token_job
+from ..filtersets import JobFilterSet
+from ..selectors import job_get_for_user, job_list_for_user
+from ..services import JobEvent, job_event_apply, job_token_issue
+from .serializers import JobDetailSerializer, JobEventSerializer, JobListSerializer
+
+# Job tokens are accepted where code inside a job reads or writes its own job.
+JOB_API_AUTHENTICATION = [TokenAuthentication, JobTokenAuthentication, SessionAuthentication]
+
+
+class JobListView(generics.ListAPIView):
+    """Jobs visible to the caller (own, own accounts', or all for staff), with the list page's filters."""
+
+    serializer_class = JobListSerializer
+    filterset_class = JobFilterSet
+    authentication_classes = JOB_API_AUTHENTICATION
+
+    def get_queryset(self):
+        return job_list_for_user(self.request.user, token_job(self.request))
+
+
+class JobDetailView(generics.RetrieveAPIView):
+    """One job with its steps. 404 unless the caller may see it."""
+
+    serializer_class = JobDetailSerializer
+    authentication_classes = JOB_API_AUTHENTICATION
+
+    def get_object(self):
+        job = job_get_for_user(self.request.user, self.kwargs["cluster"], self.kwargs["job_id"], token_job(self.request))
+        if job is None:
+            raise Http404
+        return job
+
+
+class CanPostJobEvents(permissions.BasePermission):
+    message = "Posting job events needs staff rights or the jobs.add_job permission (the prolog's service token)."
+
+    def has_permission(self, request, view):
+        user = request.user
+        return bool(user and user.is_authenticated and token_job(request) is None and (user.is_staff or user.has_perm("jobs.add_job")))
+
+
+class JobEventView(APIView):
+    """Job start/end and step start/end events, posted by the Slurm prolog/epilog."""
+
+    permission_classes = [CanPostJobEvents]
+
+    @extend_schema(request=JobEventSerializer, responses={200: {"type": "object"}})
+    def post(self, request):
+        serializer = JobEventSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        issue_token = data.pop("token")
+        job = job_event_apply(JobEvent(**data))
+        body = {"cluster": job.cluster.name, "job_id": job.job_id, "state": job.state,
+                "url": request.build_absolute_uri(f"/jobs/{job.cluster.name}/{job.job_id}/")}
+        if issue_token and data["event"] == "start":
+            body["job_token"] = job_token_issue(job, created_by=request.user.get_username())
+        return Response(body)
+
+
+class JobTokenView(APIView):
+    """Issue a job token for one of your jobs (shown once). Code inside the job then uses
+    ``Authorization: JobToken <key>`` to post data for that job only."""
+
+    @extend_schema(request=None, responses={201: {"type": "object"}})
+    def post(self, request, cluster: str, job_id: int):
+        if token_job(request) is not None:
+            raise Http404
+        job = job_get_for_user(request.user, cluster, job_id)
+        if job is None:
+            raise Http404
+        key = job_token_issue(job, created_by=request.user.get_username())
+        return Response({"job_token": key, "cluster": cluster, "job_id": job_id, "header": f"Authorization: JobToken {key}"},
+                        status=status.HTTP_201_CREATED)

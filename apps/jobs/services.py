@@ -1,0 +1,257 @@
+"""Writes about jobs: upserting parsed Slurm records, job events, cluster syncs, job tokens."""
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from .models import ACTIVE_STATES, Cluster, Job, JobStateChoices, JobStep, JobToken, node_search_text
+from .slurm_json import ParseProblem, SlurmJob, SlurmJsonError, parse_sacct, parse_squeue
+
+KNOWN_STATES = set(JobStateChoices.values)
+# Fields copied from a parsed record onto the stored job; empty incoming values never erase
+# what another source already said (sacct has no task count, an event has no partition...).
+COPIED_FIELDS = [
+    "array_job_id", "array_task_id", "array_task_string", "het_job_id", "het_offset", "name", "account", "partition",
+    "qos", "state_reason", "submit_time", "start_time", "end_time", "time_limit_minutes", "nodes", "node_count",
+    "tasks", "gpus", "exit_code", "signal", "working_directory", "command", "comment", "environment",
+]
+
+
+@dataclass
+class UpsertReport:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"created": self.created, "updated": self.updated, "unchanged": self.unchanged, "problems": len(self.problems)}
+
+
+def normalise_state(state: str) -> str:
+    return state if state in KNOWN_STATES else JobStateChoices.OTHER
+
+
+def _job_values(record: SlurmJob) -> dict:
+    values = {name: getattr(record, name) for name in COPIED_FIELDS}
+    values["user_name"] = record.user
+    values["state"] = normalise_state(record.state)
+    values["node_list"] = list(record.node_list)
+    values["node_search"] = node_search_text(values["node_list"])
+    return values
+
+
+def _merge(job: Job, values: dict) -> bool:
+    """Apply ``values`` to ``job``; True if anything changed. Final states do not regress to
+    active ones unless the job started again (a requeue)."""
+    incoming_state = values.get("state")
+    if job.pk and job.state not in ACTIVE_STATES and incoming_state in ACTIVE_STATES:
+        restarted = values.get("start_time") and job.start_time and values["start_time"] > job.start_time
+        if not restarted:
+            values = {key: value for key, value in values.items() if key not in {"state", "end_time", "exit_code", "signal"}}
+    changed = False
+    for name, value in values.items():
+        if value in (None, "", [], ()) and getattr(job, name) not in (None, "", []):
+            continue
+        if getattr(job, name) != value:
+            setattr(job, name, value)
+            changed = True
+    return changed
+
+
+@transaction.atomic
+def jobs_upsert(cluster: Cluster, records: list[SlurmJob], source: str) -> UpsertReport:
+    """Create or update the jobs in ``records``; running it twice changes nothing the second time."""
+    report = UpsertReport()
+    by_id = {}
+    for record in records:
+        by_id[record.job_id] = record  # the last record of a job id wins within one document
+    existing = {job.job_id: job for job in Job.objects.filter(cluster=cluster, job_id__in=list(by_id))}
+    to_create, to_update = [], []
+    for job_id, record in by_id.items():
+        values = _job_values(record)
+        job = existing.get(job_id)
+        if job is None:
+            to_create.append(Job(cluster=cluster, job_id=job_id, source=source, **values))
+        elif _merge(job, values):
+            job.source = source
+            to_update.append(job)
+        else:
+            report.unchanged += 1
+    Job.objects.bulk_create(to_create, batch_size=2000)
+    if to_update:
+        now = timezone.now()
+        for job in to_update:
+            job.modified = now
+        Job.objects.bulk_update(to_update, ["user_name", "state", "node_list", "node_search", "source", "modified", *COPIED_FIELDS], batch_size=2000)
+    report.created, report.updated = len(to_create), len(to_update)
+    _upsert_steps(cluster, [record for record in by_id.values() if record.steps])
+    _close_tokens(cluster, [record.job_id for record in by_id.values() if record.end_time])
+    return report
+
+
+def _upsert_steps(cluster: Cluster, records: list[SlurmJob]) -> None:
+    if not records:
+        return
+    job_pks = dict(Job.objects.filter(cluster=cluster, job_id__in=[r.job_id for r in records]).values_list("job_id", "pk"))
+    stored = {
+        (job_pk, step_id): (pk, name, nodes, tasks, state, start, end, exit_code)
+        for pk, job_pk, step_id, name, nodes, tasks, state, start, end, exit_code in JobStep.objects.filter(
+            job_id__in=job_pks.values()
+        ).values_list("pk", "job_id", "step_id", "name", "nodes", "tasks", "state", "start_time", "end_time", "exit_code")
+    }
+    create, update = [], []
+    for record in records:
+        job_pk = job_pks[record.job_id]
+        for step in record.steps:
+            values = (step.name, step.nodes, step.tasks, step.state, step.start, step.end, step.exit_code)
+            current = stored.get((job_pk, step.step_id))
+            if current is None:
+                create.append(JobStep(job_id=job_pk, step_id=step.step_id, name=step.name, nodes=step.nodes, tasks=step.tasks,
+                                      state=step.state, start_time=step.start, end_time=step.end, exit_code=step.exit_code))
+            elif current[1:] != values:
+                update.append(JobStep(pk=current[0], name=step.name, nodes=step.nodes, tasks=step.tasks, state=step.state,
+                                      start_time=step.start, end_time=step.end, exit_code=step.exit_code))
+    JobStep.objects.bulk_create(create, batch_size=2000)
+    JobStep.objects.bulk_update(update, ["name", "nodes", "tasks", "state", "start_time", "end_time", "exit_code"], batch_size=2000)
+
+
+def _close_tokens(cluster: Cluster, job_ids: list[int]) -> None:
+    """Job tokens stop working a grace period after their job ends."""
+    if not job_ids:
+        return
+    grace = timedelta(hours=settings.JOB_TOKEN_GRACE_HOURS)
+    for job_pk, end_time in Job.objects.filter(cluster=cluster, job_id__in=job_ids, end_time__isnull=False, tokens__isnull=False,
+                                               tokens__expires__isnull=True).values_list("pk", "end_time").distinct():
+        JobToken.objects.filter(job_id=job_pk, expires__isnull=True).update(expires=end_time + grace)
+
+
+# ---------------------------------------------------------------------------------------------
+# Syncing a cluster with the Slurm commands
+# ---------------------------------------------------------------------------------------------
+class SlurmCommandError(RuntimeError):
+    pass
+
+
+def run_slurm_command(args: list[str], timeout: float) -> str:
+    if shutil.which(args[0]) is None:
+        raise SlurmCommandError(f"{args[0]} was not found on PATH; install the Slurm client or set the cluster's sync mode")
+    try:
+        completed = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SlurmCommandError(f"{' '.join(args)} did not answer within {timeout:g} s") from None
+    if completed.returncode != 0:
+        message = (completed.stderr or completed.stdout).strip().splitlines()
+        raise SlurmCommandError(f"{' '.join(args)} failed (exit {completed.returncode}): {message[-1] if message else 'no output'}")
+    return completed.stdout
+
+
+def cluster_sync(cluster: Cluster, *, run=run_slurm_command, since_hours: int | None = None) -> dict:
+    """One sync: ``squeue --json`` for pending/running/recent jobs, then ``sacct --json`` for
+    finished ones when accounting answers. Records the outcome on the cluster for staff."""
+    timeout = settings.SLURM_COMMAND_TIMEOUT
+    since_hours = since_hours or settings.SLURM_SACCT_LOOKBACK_HOURS
+    counts: dict = {}
+    messages: list[str] = []
+    ok = True
+    sources = [("squeue", ["squeue", "--json"], parse_squeue)]
+    start = (timezone.now() - timedelta(hours=since_hours)).strftime("%Y-%m-%dT%H:%M:%S")
+    sources.append(("sacct", ["sacct", "--json", "--allusers", "--starttime", start], parse_sacct))
+    for name, args, parser in sources:
+        try:
+            output = run(args, timeout)
+        except SlurmCommandError as exc:
+            if name == "sacct" and "accounting storage is disabled" in str(exc).lower():
+                messages.append("sacct: accounting is disabled on this cluster; finished jobs come from squeue and events only")
+                continue
+            ok = False
+            messages.append(str(exc))
+            continue
+        try:
+            result = parser(output, cluster.name)
+        except SlurmJsonError as exc:
+            ok = False
+            messages.append(f"{name}: {exc}")
+            continue
+        report = jobs_upsert(cluster, result.jobs, source=name)
+        counts[name] = {**report.as_dict(), "jobs": len(result.jobs)}
+        for problem in result.problems[:20]:
+            messages.append(f"{name}: {problem}")
+        if result.problems:
+            counts[name]["problems"] = len(result.problems)
+    cluster.last_sync = timezone.now()
+    cluster.last_sync_ok = ok
+    cluster.last_sync_counts = counts
+    cluster.last_sync_message = "\n".join(messages)[:5000]
+    cluster.save(update_fields=["last_sync", "last_sync_ok", "last_sync_counts", "last_sync_message", "modified"])
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Events pushed by prolog/epilog
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobEvent:
+    cluster: str
+    job_id: int
+    event: str  # start, end, step_start, step_end
+    time: object
+    user: str = ""
+    account: str = ""
+    name: str = ""
+    nodes: str = ""
+    partition: str = ""
+    state: str = ""
+    exit_code: int | None = None
+    step_id: str = ""
+    tasks: int | None = None
+    gpus: int | None = None
+
+
+@transaction.atomic
+def job_event_apply(event: JobEvent) -> Job:
+    from .slurm_json import expand_nodes
+
+    cluster, _ = Cluster.objects.get_or_create(name=event.cluster, defaults={"sync_mode": "push"})
+    job = Job.objects.select_for_update().filter(cluster=cluster, job_id=event.job_id).first()
+    if job is None:
+        job = Job(cluster=cluster, job_id=event.job_id, user_name=event.user, state=JobStateChoices.PENDING, source="event")
+    values: dict = {"name": event.name, "account": event.account, "partition": event.partition, "gpus": event.gpus}
+    if event.user:
+        values["user_name"] = event.user
+    if event.nodes:
+        values["nodes"] = event.nodes
+        values["node_list"] = list(expand_nodes(event.nodes))
+        values["node_count"] = len(values["node_list"])
+    if event.event == "start":
+        values.update(state=JobStateChoices.RUNNING, start_time=event.time, tasks=event.tasks)
+    elif event.event == "end":
+        values.update(state=normalise_state(event.state or "ENDED"), end_time=event.time, exit_code=event.exit_code)
+    _merge(job, values)
+    job.source = job.source or "event"
+    job.save()
+    if event.event in {"step_start", "step_end"}:
+        step, _ = JobStep.objects.get_or_create(job=job, step_id=event.step_id)
+        if event.event == "step_start":
+            step.start_time, step.state = event.time, "RUNNING"
+            step.nodes, step.tasks = event.nodes or step.nodes, event.tasks or step.tasks
+        else:
+            step.end_time, step.state, step.exit_code = event.time, normalise_state(event.state or "COMPLETED"), event.exit_code
+        step.save()
+    if event.event == "end":
+        _close_tokens(cluster, [job.job_id])
+    return job
+
+
+def job_token_issue(job: Job, created_by: str) -> str:
+    """A new job token's secret; it is shown once and only its hash is kept."""
+    token, key = JobToken.issue(job, created_by)
+    if job.end_time and not job.is_active:
+        token.expires = job.end_time + timedelta(hours=settings.JOB_TOKEN_GRACE_HOURS)
+        token.save(update_fields=["expires"])
+    return key
+

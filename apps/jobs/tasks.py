@@ -1,0 +1,28 @@
+"""Celery tasks of the jobs app: periodic Slurm syncs."""
+from celery import shared_task
+
+from apps.core.models import TaskRun
+
+from .models import Cluster, SyncModeChoices
+from .services import cluster_sync
+
+
+@shared_task(name="jobs.sync_cluster")
+def sync_cluster_task(cluster_id: int) -> dict:
+    """Sync one cluster; the outcome is kept on the cluster and as a TaskRun for the staff page."""
+    cluster = Cluster.objects.get(pk=cluster_id)
+    run = TaskRun.objects.create(name="jobs.sync_cluster", subject=f"cluster {cluster.name}")
+    run.start(f"syncing {cluster.name}")
+    counts = cluster_sync(cluster)
+    cluster.refresh_from_db()
+    run.finish(error="" if cluster.last_sync_ok else cluster.last_sync_message.splitlines()[0][:400])
+    return counts
+
+
+@shared_task(name="jobs.sync_clusters")
+def sync_clusters_task() -> list[int]:
+    """Fan out one sync per enabled cluster that is read with Slurm commands."""
+    ids = list(Cluster.objects.filter(sync_enabled=True).exclude(sync_mode=SyncModeChoices.MODE_PUSH).values_list("pk", flat=True))
+    for cluster_id in ids:
+        sync_cluster_task.delay(cluster_id)
+    return ids
