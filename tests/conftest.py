@@ -69,6 +69,11 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    from django.conf import settings
+
+    # This run's database file and broker queue (see portal/settings/test.py).
+    if settings.DATA_DIR.name.startswith("run-"):
+        shutil.rmtree(settings.DATA_DIR, ignore_errors=True)
     if not _no_skip_required():
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

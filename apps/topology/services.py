@@ -106,6 +106,10 @@ def topology_apply(topology: Topology, *, source: str, prune: bool) -> tuple[Cha
         if stored is None:
             to_create.append(Node(hostname=hostname, **values))
             continue
+        if not prune:
+            # A discovery record says what the node could see: a missing xname or GPU model
+            # means "not known there", not "remove what an import said".
+            values = {name: value for name, value in values.items() if value not in ("", None)}
         differences = [name for name, value in values.items() if getattr(stored, name) != value]
         if differences:
             for name in differences:

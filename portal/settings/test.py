@@ -5,7 +5,11 @@ CELERY_BROKER_URL at Redis (see .ci/run and the Makefile's test-integration targ
 """
 import os
 
-os.environ.setdefault("BELVEDERE_DATA_DIR", str(__import__("pathlib").Path(__file__).resolve().parents[2] / "var" / "test"))
+# One data folder per test run (set in the environment, so the worker and beat processes the
+# tests start share it): two runs on one machine never share a database file or a broker queue.
+os.environ.setdefault(
+    "BELVEDERE_DATA_DIR", str(__import__("pathlib").Path(__file__).resolve().parents[2] / "var" / "test" / f"run-{os.getpid()}")
+)
 
 from .embedded import *  # noqa: E402,F401,F403
 from .embedded import DATA_DIR, DATABASES  # noqa: E402

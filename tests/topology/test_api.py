@@ -103,3 +103,13 @@ def test_discovery_rejects_hostile_hostnames(stored_small, api_client, make_user
     response = api_client.post("/api/v1/topology/discovery/", dict(DISCOVERY, hostname="nid1 <script>"), format="json")
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "hostname"
+
+
+def test_discovery_without_gpu_model_keeps_the_known_one(stored_small, api_client, make_user):
+    api_client.force_authenticate(make_user("root", is_staff=True))
+    record = {"hostname": "nid000001", "nics": [{"name": "hsn0", "mac": "02:00:00:00:00:00"}, {"name": "hsn1", "mac": "02:00:00:00:00:40"}]}
+    before = Node.objects.get(hostname="nid000001")
+    assert before.gpu_model == "GH200" and before.xname
+    api_client.post("/api/v1/topology/discovery/", record, format="json")
+    after = Node.objects.get(hostname="nid000001")
+    assert (after.gpu_model, after.xname) == (before.gpu_model, before.xname)
