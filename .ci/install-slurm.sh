@@ -68,4 +68,5 @@ $SUDO apt-get update -q
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 
 /usr/sbin/slurmctld -V
-/usr/sbin/slurmdbd -V
+# (`slurmdbd -V` needs a slurmdbd.conf; ask dpkg instead.)
+dpkg-query -W -f='${Package} ${Version}\n' slurmdbd munge

@@ -41,6 +41,7 @@ class StaffView(StaffRequiredMixin, TemplateView):
 
     def get_context_data(self, **kwargs):
         from apps.accounts.models import Project
+        from apps.jobs.selectors import cluster_list
 
         context = super().get_context_data(**kwargs)
         # Readiness is fetched by the page itself (static/js/belvedere.js): the broker round-trip
@@ -51,6 +52,7 @@ class StaffView(StaffRequiredMixin, TemplateView):
             projects=Project.objects.order_by("slurm_account").prefetch_related("members")[:50],
             heartbeats=Heartbeat.objects.order_by("name"),
             task_runs=TaskRun.objects.select_related("requested_by")[:20],
+            clusters=cluster_list(),
         )
         return context
 
