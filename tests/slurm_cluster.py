@@ -242,7 +242,8 @@ class LocalSlurmCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         # munged insists that every directory above its socket is searchable by all.
         os.chmod(self.workdir, 0o755)
-        for folder in (self.etc_dir, self.log_dir, self.run_dir, self.state_dir, self.spool_dir):
+        for folder in (self.etc_dir, self.log_dir, self.run_dir, self.state_dir, self.spool_dir,
+                       *(self.spool_dir / name for name in self.node_names)):
             folder.mkdir(exist_ok=True)
         self.munge_dir.mkdir(exist_ok=True)
         os.chmod(self.munge_dir, 0o755)

@@ -1,3 +1,4 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ..models import Nic, Node
@@ -40,6 +41,8 @@ class SummarySerializer(serializers.Serializer):
     revision = serializers.IntegerField(allow_null=True)
 
 
+@extend_schema_field({"oneOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}],
+                      "example": "nid[000001-000128]"})
 class NodeSetField(serializers.Field):
     """A list of hostnames, or one Slurm hostlist expression such as ``nid[000001-000128]``."""
 
