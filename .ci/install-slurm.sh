@@ -34,7 +34,7 @@ if [ "${1:-}" = "--with-mariadb" ]; then
 fi
 
 # Multi-arch path of the storage plugin: look it up for this machine.
-ARCH_TRIPLET=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
+ARCH_TRIPLET=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo "$(uname -m)-linux-gnu")
 if [ "$ARCH_TRIPLET" != x86_64-linux-gnu ]; then
   unset 'NEEDED[/usr/lib/x86_64-linux-gnu/slurm-wlm/accounting_storage_mysql.so]'
   NEEDED[/usr/lib/$ARCH_TRIPLET/slurm-wlm/accounting_storage_mysql.so]=slurm-wlm-mysql-plugin
