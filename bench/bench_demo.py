@@ -26,7 +26,7 @@ def run(workdir: Path) -> list[Figure]:
     for model in apps.get_models():
         table = model._meta.db_table
         rows = source.execute(f'SELECT * FROM "{table}"').fetchall()
-        if rows and model._meta.app_label in {"auth", "accounts", "topology", "core"}:
+        if rows and model._meta.app_label in {"auth", "accounts", "topology", "jobs", "core"}:
             columns = [description[0] for description in source.execute(f'SELECT * FROM "{table}" LIMIT 1').description]
             tables[table] = (columns, rows)
     source.close()

@@ -14,6 +14,8 @@ from datetime import datetime, timezone
 
 import hostlist
 
+from apps.core.perf import gc_paused
+
 JOB_STATES_ACTIVE = {"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT"}
 JOB_STATES_FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED", "ENDED"}
 GPU_TRES = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
@@ -125,9 +127,12 @@ def text(value, limit: int = 500) -> str:
         value = value.get("job") or ""
     if not isinstance(value, str):
         value = str(value)
-    # Job names and comments are user input: keep them printable and bounded.
-    cleaned = "".join(character if character.isprintable() else " " for character in value)
-    return cleaned[:limit]
+    value = value[:limit]
+    if value.isprintable():  # the usual case, checked in C
+        return value
+    # Job names and comments are user input: replace control characters (escape sequences,
+    # newlines) so they cannot forge lines in logs or terminals.
+    return "".join(character if character.isprintable() else " " for character in value)
 
 
 def state_of(value) -> str:
@@ -208,6 +213,11 @@ def _meta(document: dict) -> tuple[str, str]:
 
 
 def _parse(raw, cluster: str, reader) -> ParseResult:
+    with gc_paused():
+        return _parse_document(raw, cluster, reader)
+
+
+def _parse_document(raw, cluster: str, reader) -> ParseResult:
     document = _document(raw)
     version, plugin = _meta(document)
     result = ParseResult([], [], version, plugin)
