@@ -253,10 +253,14 @@ class JobEvent:
 def job_event_apply(event: JobEvent) -> Job:
     from .slurm_json import expand_nodes
 
+    # Every node's prolog posts the same start event at the same moment: get_or_create retries
+    # its get when a concurrent create wins the unique constraint, and the row lock then
+    # serialises the updates.
     cluster, _ = Cluster.objects.get_or_create(name=event.cluster, defaults={"sync_mode": "push"})
-    job = Job.objects.select_for_update().filter(cluster=cluster, job_id=event.job_id).first()
-    if job is None:
-        job = Job(cluster=cluster, job_id=event.job_id, user_name=event.user, state=JobStateChoices.PENDING, source="event")
+    job, _ = Job.objects.select_for_update().get_or_create(
+        cluster=cluster, job_id=event.job_id,
+        defaults={"user_name": event.user, "state": JobStateChoices.PENDING, "source": "event"},
+    )
     values: dict = {"name": event.name, "account": event.account, "partition": event.partition, "gpus": event.gpus}
     if event.user:
         values["user_name"] = event.user

@@ -21,9 +21,12 @@ def banner(cluster, job_id) -> str:
 
 
 def run_batch(cluster, tmp_path, script: str, *args: str, env=None, timeout=40, state="COMPLETED"):
-    """Submit, wait for ``state``; returns (job id, output file text, `scontrol -o show job` line)."""
-    output = tmp_path / "slurm-%j.out"
-    job_id = cluster.sbatch(script, "--output", str(output), "--time=2", *args, cwd=tmp_path, env=env)
+    """Submit, wait for ``state``; returns (job id, stdout file text, `scontrol -o show job` line).
+
+    stderr goes to its own file: srun may add notes there ("step creation temporarily disabled,
+    retrying" while the previous step's resources are released), the banner is on stdout."""
+    job_id = cluster.sbatch(script, "--output", str(tmp_path / "slurm-%j.out"), "--error",
+                            str(tmp_path / "slurm-%j.err"), "--time=2", *args, cwd=tmp_path, env=env)
     cluster.wait_for_state(job_id, state, timeout=timeout)
     info = cluster.run("scontrol", "-o", "show", "job", str(job_id), check=True).stdout
     return job_id, (tmp_path / f"slurm-{job_id}.out").read_text(), info
@@ -92,7 +95,8 @@ def test_missing_or_garbage_settings_never_break_the_job(slurm_cluster, tmp_path
         elif content is not None:
             conf.write_bytes(content)
         script = "#!/bin/sh\nsrun -n2 echo step-ran\necho script-ran\n"
-        job_id = slurm_cluster.sbatch(script, "-N1", "-n2", "--time=2", "--output", str(folder / "out.txt"), cwd=folder,
+        job_id = slurm_cluster.sbatch(script, "-N1", "-n2", "--time=2", "--output", str(folder / "out.txt"),
+                                      "--error", str(folder / "err.txt"), cwd=folder,
                                       env={"BELVEDERE_TASKPROLOG_CONF": str(conf)})
         jobs[name] = (job_id, folder / "out.txt")
     for name, (job_id, output) in jobs.items():
@@ -114,7 +118,8 @@ def test_token_file_is_exported_to_every_task(slurm_cluster, tmp_path):
     )
     output = tmp_path / "slurm-%j.out"
     # Held, so the token file exists before the job starts (Belvedere's Prolog writes it there).
-    job_id = slurm_cluster.sbatch(script, "--hold", "-N2", "-n2", "--time=2", "--output", str(output), cwd=tmp_path)
+    job_id = slurm_cluster.sbatch(script, "--hold", "-N2", "-n2", "--time=2", "--output", str(output),
+                                  "--error", str(tmp_path / "slurm-%j.err"), cwd=tmp_path)
     token = token_dir / f"job-{job_id}.token"
     token.write_text("bvj_test\n")
     token.chmod(0o600)
