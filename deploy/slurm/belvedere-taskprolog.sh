@@ -100,14 +100,15 @@ if [ -n "$BASE" ] && [ -n "$CLUSTER" ]; then
 fi
 
 # --- which step is this? ----------------------------------------------------------------------
-# Observed with Slurm 22.05.8 (tests/jobs/test_taskprolog.py): in the batch step the TaskProlog
+# Observed with Slurm 22.05.8 (a test cluster, tests/slurm_cluster.py): in the batch step the TaskProlog
 # gets NO SLURM_STEP_ID/SLURM_STEPID at all (neither "batch" nor 4294967291), while srun steps
 # get their number (0, 1, ...). But a SLURM_STEP_ID in the submitting shell (sbatch run from
 # inside an `srun --pty bash` session) leaks into the batch step's environment unchanged, so the
 # environment alone is not trustworthy. The process that runs this script is the task forked by
 # slurmstepd, whose process title is "slurmstepd: [<job>.batch]" for the batch step and
-# "slurmstepd: [<job>.<step>]" for the others ("[<job>.interactive]" for Slurm's interactive
-# step): read that first, and fall back to the environment when /proc is not readable.
+# "slurmstepd: [<job>.<step>]" for the others (seen: "[5.batch]", "[5.0]"; Slurm's interactive
+# step, LaunchParameters=use_interactive_step, should read "[<job>.interactive]": not tried).
+# Read that first, and fall back to the environment when /proc is not readable.
 STEP=
 TITLE=
 if [ -r "/proc/$PPID/cmdline" ]; then
@@ -123,9 +124,9 @@ esac
 if [ -z "$STEP" ]; then
     STEP=${SLURM_STEP_ID-${SLURM_STEPID-}}
     case $STEP in
-        ''|batch|4294967291) STEP=batch ;;
-        interactive|4294967290) STEP=interactive ;;
-        extern|4294967292) STEP=extern ;;
+        ''|batch|4294967291) STEP='batch' ;;
+        interactive|4294967290) STEP='interactive' ;;
+        extern|4294967292) STEP='extern' ;;
     esac
 fi
 
