@@ -28,3 +28,32 @@ def job_get_for_user(user, cluster: str, job_id: int, token_job: Job | None = No
 
 def cluster_list() -> QuerySet[Cluster]:
     return Cluster.objects.order_by("name")
+
+
+OTHER_JOBS = "other jobs"
+OTHER_USERS_JOBS = "other users' jobs"
+
+
+def running_job_labels_for_user(user, limit: int = 10) -> dict[str, str]:
+    """hostname → label of the running job on it, for colouring the topology by job.
+
+    The ``limit`` largest jobs the user may see get their own label ("alps/123 train"); their
+    other visible jobs share one label, and jobs they may not see are only "other users' jobs",
+    so the map never shows whose job runs where.
+    """
+    running = Job.objects.filter(state="RUNNING").exclude(node_list=[]).select_related("cluster")
+    visible = set(job_list_for_user(user).filter(state="RUNNING").values_list("pk", flat=True))
+    jobs = sorted(running, key=lambda job: (-(job.node_count or 0), job.job_id))
+    labels: dict[str, str] = {}
+    named = 0
+    for job in jobs:
+        if job.pk in visible and named < limit:
+            label = f"{job.cluster.name}/{job.display_id} {job.name[:30]}".strip()
+            named += 1
+        elif job.pk in visible:
+            label = OTHER_JOBS
+        else:
+            label = OTHER_USERS_JOBS
+        for hostname in job.node_list:
+            labels.setdefault(hostname, label)
+    return labels

@@ -25,6 +25,7 @@ STATE_COLOURS = {
 OVERLAY_COLOUR = "#d1495b"
 BACKGROUND_COLOUR = "#d5dbe1"
 SWITCH_COLOUR = "#5a6472"
+MUTED_COLOUR = "#8a939c"
 GROUP_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
 
@@ -86,11 +87,16 @@ def system_figure(
     highlight_label: str = "selected nodes",
     colour_by: str = "state",
     groups: list[int] | None = None,
+    labels: dict[str, str] | None = None,
+    unlabelled: str = "no label",
+    muted_labels: tuple[str, ...] = (),
 ) -> go.Figure:
     """The system (or only ``groups``) with one marker per node and per switch.
 
-    ``colour_by`` is ``"state"`` (node states from ``states``), ``"group"``, or ``"overlay"``
-    (nodes in ``highlight`` stand out, the rest fade; the switches their NICs use stand out too).
+    ``colour_by`` is ``"state"`` (node states from ``states``), ``"group"``, ``"overlay"``
+    (nodes in ``highlight`` stand out, the rest fade; the switches their NICs use stand out too),
+    or ``"label"`` (a category per node from ``labels``, e.g. the job running on it; nodes
+    without one are ``unlabelled`` and fade, ``muted_labels`` are drawn in a neutral grey).
     """
     groups = sorted(set(groups) if groups is not None else set(topology.groups))
     layout = _layout(topology, groups)
@@ -99,7 +105,14 @@ def system_figure(
     highlight = highlight or set()
     nodes = [node for node in topology.nodes if node.hostname in positions]
 
+    labels = labels or {}
+    label_order = sorted({label for label in labels.values() if label not in muted_labels},
+                         key=lambda label: (-sum(1 for value in labels.values() if value == label), label))
+    label_colour = {label: GROUP_PALETTE[index % len(GROUP_PALETTE)] for index, label in enumerate(label_order)}
+
     def category(node) -> str:
+        if colour_by == "label":
+            return labels.get(node.hostname, unlabelled)
         if colour_by == "overlay":
             return highlight_label if node.hostname in highlight else "other nodes"
         if colour_by == "group":
@@ -107,6 +120,8 @@ def system_figure(
         return states.get(node.hostname, "unknown")
 
     def colour(name: str) -> str:
+        if colour_by == "label":
+            return label_colour.get(name, MUTED_COLOUR if name in muted_labels else BACKGROUND_COLOUR)
         if colour_by == "overlay":
             return OVERLAY_COLOUR if name == highlight_label else BACKGROUND_COLOUR
         if colour_by == "group":
@@ -118,7 +133,9 @@ def system_figure(
     by_category: dict[str, list] = {}
     for node in nodes:
         by_category.setdefault(category(node), []).append(node)
-    order = sorted(by_category, key=lambda name: (name == "other nodes", name not in STATE_COLOURS, name))
+    rank = {label: index for index, label in enumerate(label_order)}
+    order = sorted(by_category, key=lambda name: (name in ("other nodes", unlabelled), name in muted_labels,
+                                                  rank.get(name, len(rank)), name not in STATE_COLOURS, name))
     for name in order:
         members = by_category[name]
         figure.add_trace(

@@ -29,7 +29,7 @@ def parse_node_set(text: str) -> tuple[list[str], str | None]:
 
 class TopologyIndexView(TemplateView):
     template_name = "topology/index.html"
-    colour_modes = {"state": "node state", "group": "group", "overlay": "highlighted nodes"}
+    colour_modes = {"state": "node state", "job": "running job", "group": "group", "overlay": "highlighted nodes"}
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -50,7 +50,15 @@ class TopologyIndexView(TemplateView):
         colour_by = colour_choice or ("overlay" if placement else "state")
         if colour_by not in self.colour_modes or (colour_by == "overlay" and not placement):
             colour_by = "state"
-        figure = system_figure(topology, states=node_states(), highlight=set(names) if placement else None, colour_by=colour_by)
+        extra = {}
+        if colour_by == "job":
+            # Jobs depend on topology, not the other way round: ask the jobs app only here.
+            from apps.jobs.selectors import OTHER_JOBS, OTHER_USERS_JOBS, running_job_labels_for_user
+
+            extra = {"colour_by": "label", "labels": running_job_labels_for_user(self.request.user),
+                     "unlabelled": "no running job", "muted_labels": (OTHER_JOBS, OTHER_USERS_JOBS)}
+        figure = system_figure(topology, states=node_states(), highlight=set(names) if placement else None,
+                               **({"colour_by": colour_by} | extra))
         context.update(
             figure_data=json.loads(figure.to_json()),
             placement=placement,
