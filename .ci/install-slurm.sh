@@ -26,6 +26,7 @@ declare -A NEEDED=(
   [/usr/sbin/munged]=munge
   [/usr/bin/munge]=munge
   [/usr/sbin/slurmdbd]=slurmdbd
+  [/usr/sbin/slurmrestd]=slurmrestd
   [/usr/bin/mysql]=mariadb-client
   [/usr/lib/x86_64-linux-gnu/slurm-wlm/accounting_storage_mysql.so]=slurm-wlm-mysql-plugin
 )

@@ -9,6 +9,8 @@ child processes of the test run:
   (dropped again by :meth:`stop`), so that ``sacct --json`` answers;
 * ``slurmctld`` and one ``slurmd -N <node>`` per node (all nodes are ``localhost`` on their own
   ports).
+* on demand, :meth:`LocalSlurmCluster.start_slurmrestd`: a ``slurmrestd`` on a Unix socket
+  (``rest_auth/local``, as user ``nobody``).
 
 Every daemon runs in the foreground (``-D``/``-F``) as a subprocess that the helper owns. Every
 process of the cluster (daemons, slurmstepd, job processes) carries the environment variable
@@ -188,6 +190,7 @@ class LocalSlurmCluster:
         self.ctld_port: int | None = None
         self.node_port_base: int | None = None
         self.dbd_port: int | None = None
+        self.slurmrestd_socket: Path | None = None
 
         self._procs: dict[str, subprocess.Popen] = {}
         self._logs: list = []
@@ -526,8 +529,9 @@ class LocalSlurmCluster:
                 self._wait_no_jobs(timeout=10)
             except Exception as exc:  # keep stopping
                 errors.append(f"scancel: {exc}")
-        # Nodes first, then the controller, then slurmdbd, munged last (the others need it to say goodbye).
-        order = [n for n in self._procs if n.startswith("slurmd-")] + ["slurmctld", "slurmdbd", "munged"]
+        # slurmrestd and the nodes first, then the controller, then slurmdbd, munged last (the others
+        # need it to say goodbye).
+        order = ["slurmrestd", *(n for n in self._procs if n.startswith("slurmd-")), "slurmctld", "slurmdbd", "munged"]
         for name in order:
             proc = self._procs.get(name)
             if proc is None or proc.poll() is not None:
@@ -603,11 +607,79 @@ class LocalSlurmCluster:
         self.stop()
 
     # -----------------------------------------------------------------------------------------
+    # slurmrestd (optional, started on demand)
+    # -----------------------------------------------------------------------------------------
+    @classmethod
+    def slurmrestd_unavailable_reason(cls) -> str | None:
+        """None when :meth:`start_slurmrestd` can work here, else why not (for ``pytest.skip``)."""
+        if not _which("slurmrestd"):
+            return "slurmrestd not installed (Debian package `slurmrestd`: run `bash .ci/install-slurm.sh`)"
+        if not _which("setpriv"):
+            return "setpriv (util-linux) not found: slurmrestd must be started as an unprivileged user"
+        return None
+
+    def start_slurmrestd(self, *, user: str = "nobody", timeout: float = 30) -> Path:
+        """Start a slurmrestd for this cluster on a Unix socket and return the socket's path.
+
+        It runs as ``user`` (slurmrestd refuses root and SlurmUser; ``setpriv`` drops root) with
+        ``rest_auth/local``, which trusts the uid of the process at the other end of the socket
+        (root included): no tokens. Plugins: ``openapi/v0.0.38``, plus ``openapi/dbv0.0.38`` when
+        the cluster has accounting. 22.05's db plugin refuses to load without slurmdbd ("slurm not
+        configured with slurmdbd") and takes slurmrestd down with it, so without accounting every
+        ``/slurmdb/`` path answers 404, as on such a site. The socket is ``<workdir>/rest/slurmrestd.socket``
+        (URL ``unix://<socket>``), the log ``<workdir>/log/slurmrestd.stdout``. :meth:`stop` stops it.
+        Calling it again returns the socket of the running one."""
+        import pwd
+
+        if not self._started or self._stopped:
+            raise SlurmClusterError("start_slurmrestd(): start the cluster first")
+        running = self._procs.get("slurmrestd")
+        if running is not None and running.poll() is None and self.slurmrestd_socket is not None:
+            return self.slurmrestd_socket
+        reason = self.slurmrestd_unavailable_reason()
+        if reason:
+            raise SlurmClusterError(reason)
+        try:
+            account = pwd.getpwnam(user)
+        except KeyError:
+            raise SlurmClusterError(f"start_slurmrestd(): no user {user!r} on this machine") from None
+        folder = self.workdir / "rest"
+        folder.mkdir(exist_ok=True)
+        os.chown(folder, account.pw_uid, account.pw_gid)  # slurmrestd creates its socket there
+        folder.chmod(0o755)
+        sock = folder / "slurmrestd.socket"
+        if sock.exists():
+            sock.unlink()
+        plugins = "openapi/v0.0.38" + (",openapi/dbv0.0.38" if self.accounting else "")
+        self._spawn("slurmrestd", [
+            _which("setpriv"), f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",
+            # The uid change clears the parent-death signal that _spawn set: set it again.
+            "--pdeathsig=TERM",
+            _which("slurmrestd"), "-a", "rest_auth/local", "-s", plugins, f"unix:{sock}",
+        ])
+
+        def answers() -> bool:
+            if not sock.exists():
+                return False
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(2)
+                probe.connect(str(sock))
+            return True
+
+        try:
+            self._wait("slurmrestd", answers, timeout, watch=["slurmrestd"])
+        except SlurmClusterError as exc:
+            raise SlurmClusterError(f"slurmrestd did not start: {exc}\n"
+                                    f"{_tail(self.log_dir / 'slurmrestd.stdout', 20)}") from exc
+        self.slurmrestd_socket = sock
+        return sock
+
+    # -----------------------------------------------------------------------------------------
     # Diagnostics
     # -----------------------------------------------------------------------------------------
     def log_paths(self) -> list[Path]:
         """Each daemon's output (``<name>.stdout``: everything it logged, in start order)."""
-        names = ["munged", "slurmdbd", "slurmctld", *(f"slurmd-{n}" for n in self.node_names)]
+        names = ["munged", "slurmdbd", "slurmctld", *(f"slurmd-{n}" for n in self.node_names), "slurmrestd"]
         paths = [self.log_dir / f"{name}.stdout" for name in names]
         return [p for p in paths if p.exists()]
 

@@ -7,6 +7,7 @@ without — a matching portal user.
 import hashlib
 import secrets
 
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -26,7 +27,13 @@ class Cluster(TimeStampedModel):
     name = models.SlugField(max_length=64, unique=True)
     title = models.CharField(max_length=200, blank=True)
     sync_mode = models.CharField(max_length=20, choices=SyncModeChoices.choices, default=SyncModeChoices.MODE_COMMANDS)
-    slurmrestd_url = models.URLField(blank=True)
+    # A CharField: URLField's validator refuses unix:///run/slurmrestd.socket and host names
+    # without a dot (http://slurmctl:6820), both normal for slurmrestd.
+    slurmrestd_url = models.CharField(
+        max_length=500, blank=True,
+        validators=[RegexValidator(r"^(https?://[^\s/]+(/\S*)?|unix:///\S+)$", _("an http(s):// URL or unix:///path/to/socket"))],
+        help_text=_("slurmrestd address: http(s)://host:port or unix:///path/to/socket."),
+    )
     sync_enabled = models.BooleanField(default=True)
     last_sync = models.DateTimeField(null=True, blank=True)
     last_sync_ok = models.BooleanField(default=False)

@@ -8,8 +8,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .models import ACTIVE_STATES, Cluster, Job, JobStateChoices, JobStep, JobToken, node_search_text
+from .models import ACTIVE_STATES, Cluster, Job, JobStateChoices, JobStep, JobToken, SyncModeChoices, node_search_text
 from .slurm_json import ParseProblem, SlurmJob, SlurmJsonError, parse_sacct, parse_squeue
+from .slurmrestd import SlurmRestClient, SlurmRestError
 
 KNOWN_STATES = set(JobStateChoices.values)
 # Fields copied from a parsed record onto the stored job; empty incoming values never erase
@@ -168,7 +169,7 @@ def _close_tokens(cluster: Cluster, job_ids: list[int]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Syncing a cluster with the Slurm commands
+# Syncing a cluster: the Slurm commands or slurmrestd
 # ---------------------------------------------------------------------------------------------
 class SlurmCommandError(RuntimeError):
     pass
@@ -187,24 +188,96 @@ def run_slurm_command(args: list[str], timeout: float) -> str:
     return completed.stdout
 
 
+class _AccountingDisabled(Exception):
+    """A source that cannot answer because the cluster has no accounting: a note, not a failure."""
+
+
+ACCOUNTING_DISABLED_NOTE = "accounting is disabled on this cluster; finished jobs come from {jobs} and events only"
+
+
+def _command_sources(run, timeout: float, start) -> list:
+    """``squeue --json``, then ``sacct --json`` since ``start``."""
+
+    def sacct() -> str:
+        try:
+            # Relative to sacct's own clock: a wall-clock time would be read in the host's time
+            # zone and shift the window on hosts not running in UTC.
+            seconds = max(60, int((timezone.now() - start).total_seconds()))
+            return run(["sacct", "--json", "--allusers", "--starttime", f"now-{seconds}seconds"], timeout)
+        except SlurmCommandError as exc:
+            if "accounting storage is disabled" in str(exc).lower():
+                raise _AccountingDisabled(f"sacct: {ACCOUNTING_DISABLED_NOTE.format(jobs='squeue')}") from None
+            raise
+
+    return [("squeue", lambda: run(["squeue", "--json"], timeout), parse_squeue), ("sacct", sacct, parse_sacct)]
+
+
+def _slurmrestd_token() -> str:
+    """SLURMRESTD_TOKEN_FILE (read now: tokens from ``scontrol token`` expire and get replaced)
+    when set, else SLURMRESTD_TOKEN. The file may hold the token or scontrol's ``SLURM_JWT=...`` line."""
+    path = settings.SLURMRESTD_TOKEN_FILE
+    if not path:
+        return settings.SLURMRESTD_TOKEN
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise SlurmRestError(f"SLURMRESTD_TOKEN_FILE {path}: cannot read it ({reason})") from None
+    token = text.removeprefix("SLURM_JWT=").strip()
+    if not token:
+        raise SlurmRestError(f"SLURMRESTD_TOKEN_FILE {path} is empty")
+    return token
+
+
+def _slurmrestd_sources(cluster: Cluster, timeout: float, start) -> list:
+    """slurmrestd's ``/slurm/<v>/jobs`` and ``/slurmdb/<v>/jobs`` (the squeue and sacct documents)."""
+    if not cluster.slurmrestd_url:
+        raise SlurmRestError(f"cluster {cluster.name} syncs with slurmrestd but has no slurmrestd URL")
+    client = SlurmRestClient(cluster.slurmrestd_url, user_name=settings.SLURMRESTD_USER_NAME,
+                             token=_slurmrestd_token(), api_version=settings.SLURMRESTD_API_VERSION, timeout=timeout)
+
+    def db_jobs() -> str:
+        try:
+            return client.db_jobs(start)
+        except SlurmRestError as exc:
+            # 22.05 without slurmdbd: slurmrestd runs without openapi/dbv0.0.38 and /slurmdb/ is a 404.
+            text = str(exc).lower()
+            if exc.status == 404 or "accounting storage is disabled" in text or "not configured with slurmdbd" in text:
+                note = ACCOUNTING_DISABLED_NOTE.format(jobs="slurmrestd/jobs")
+                raise _AccountingDisabled(f"slurmrestd/slurmdb: {note} ({exc})") from None
+            raise
+
+    return [("slurmrestd/jobs", client.jobs, parse_squeue), ("slurmrestd/slurmdb", db_jobs, parse_sacct)]
+
+
 def cluster_sync(cluster: Cluster, *, run=run_slurm_command, since_hours: int | None = None) -> dict:
-    """One sync: ``squeue --json`` for pending/running/recent jobs, then ``sacct --json`` for
-    finished ones when accounting answers. Records the outcome on the cluster for staff."""
+    """One sync: pending/running/recent jobs, then finished ones from accounting when it answers.
+
+    By the cluster's sync mode: ``squeue --json`` and ``sacct --json`` (commands; ``run`` runs
+    them), or the same two documents from slurmrestd (``cluster.slurmrestd_url``, settings
+    ``SLURMRESTD_*``). Records the outcome on the cluster for staff."""
     timeout = settings.SLURM_COMMAND_TIMEOUT
     since_hours = since_hours or settings.SLURM_SACCT_LOOKBACK_HOURS
+    start = timezone.now() - timedelta(hours=since_hours)
     counts: dict = {}
     messages: list[str] = []
     ok = True
-    sources = [("squeue", ["squeue", "--json"], parse_squeue)]
-    start = (timezone.now() - timedelta(hours=since_hours)).strftime("%Y-%m-%dT%H:%M:%S")
-    sources.append(("sacct", ["sacct", "--json", "--allusers", "--starttime", start], parse_sacct))
-    for name, args, parser in sources:
+    try:
+        if cluster.sync_mode == SyncModeChoices.MODE_RESTD:
+            sources = _slurmrestd_sources(cluster, timeout, start)
+        else:
+            sources = _command_sources(run, timeout, start)
+    except SlurmRestError as exc:
+        sources, ok = [], False
+        messages.append(str(exc))
+    for name, fetch, parser in sources:
         try:
-            output = run(args, timeout)
-        except SlurmCommandError as exc:
-            if name == "sacct" and "accounting storage is disabled" in str(exc).lower():
-                messages.append("sacct: accounting is disabled on this cluster; finished jobs come from squeue and events only")
-                continue
+            output = fetch()
+        except _AccountingDisabled as note:
+            messages.append(str(note))
+            continue
+        except (SlurmCommandError, SlurmRestError) as exc:
             ok = False
             messages.append(str(exc))
             continue

@@ -21,7 +21,7 @@ def sync_cluster_task(cluster_id: int) -> dict:
 
 @shared_task(name="jobs.sync_clusters")
 def sync_clusters_task() -> list[int]:
-    """Fan out one sync per enabled cluster that is read with Slurm commands."""
+    """Fan out one sync per enabled cluster that Belvedere reads (Slurm commands or slurmrestd)."""
     ids = list(Cluster.objects.filter(sync_enabled=True).exclude(sync_mode=SyncModeChoices.MODE_PUSH).values_list("pk", flat=True))
     for cluster_id in ids:
         sync_cluster_task.delay(cluster_id)

@@ -345,3 +345,13 @@ SLURM_SYNC_SECONDS = env.int("SLURM_SYNC_SECONDS", default=60)
 # Job tokens keep working this many hours after their job ended (late uploads from epilogs).
 JOB_TOKEN_GRACE_HOURS = env.int("JOB_TOKEN_GRACE_HOURS", default=24)
 CELERY_BEAT_SCHEDULE["jobs.sync_clusters"] = {"task": "jobs.sync_clusters", "schedule": float(SLURM_SYNC_SECONDS)}
+# Clusters with sync mode "slurmrestd" are read from their slurmrestd_url (http(s)://host:port or
+# unix:///path/to/socket); requests time out after SLURM_COMMAND_TIMEOUT. With rest_auth/jwt the
+# sync sends X-SLURM-USER-NAME and X-SLURM-USER-TOKEN (a JWT from `scontrol token`); leave both
+# empty for rest_auth/local on a Unix socket. SLURMRESTD_TOKEN_FILE, when set, is read at every
+# sync (a rotated token needs no restart) and wins over SLURMRESTD_TOKEN.
+SLURMRESTD_USER_NAME = env("SLURMRESTD_USER_NAME", default="")
+SLURMRESTD_TOKEN = env("SLURMRESTD_TOKEN", default="")
+SLURMRESTD_TOKEN_FILE = env("SLURMRESTD_TOKEN_FILE", default="")
+# The OpenAPI plugin version in slurmrestd's paths: v0.0.38 for Slurm 22.05.
+SLURMRESTD_API_VERSION = env("SLURMRESTD_API_VERSION", default="v0.0.38")

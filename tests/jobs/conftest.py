@@ -74,3 +74,14 @@ def slurm_cluster_accounting(request) -> LocalSlurmCluster:
 def slurm_data() -> Path:
     """The folder of real Slurm JSON captured from a test cluster (see its README.md)."""
     return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def slurmrestd_socket(slurm_cluster) -> Path:
+    """A slurmrestd for ``slurm_cluster`` (rest_auth/local, as user nobody, no accounting: every
+    ``/slurmdb/`` path answers 404) on a Unix socket; its path. Skipped without the ``slurmrestd``
+    binary (Debian package ``slurmrestd``, installed by ``.ci/install-slurm.sh``)."""
+    reason = LocalSlurmCluster.slurmrestd_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    return slurm_cluster.start_slurmrestd()

@@ -98,3 +98,22 @@ def test_sync_slurm_command_exits_non_zero_with_the_reason(monkeypatch, tmp_path
         call_command("sync_slurm", "--cluster", "alps")
     assert exit_info.value.code == 1
     assert "squeue was not found on PATH" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url, valid", [
+    ("unix:///run/slurmrestd/slurmrestd.socket", True),
+    ("http://slurmctl:6820", True),
+    ("https://slurm.example.org/api", True),
+    ("ftp://slurm", False),
+    ("unix://relative.sock", False),
+    ("http://has space:1", False),
+])
+def test_slurmrestd_addresses_that_sites_use_are_accepted(url, valid):
+    from django.core.exceptions import ValidationError
+
+    cluster = Cluster(name="alps", sync_mode="slurmrestd", slurmrestd_url=url)
+    if valid:
+        cluster.full_clean(exclude=["name"])
+    else:
+        with pytest.raises(ValidationError):
+            cluster.full_clean(exclude=["name"])

@@ -1,4 +1,4 @@
-"""python manage.py sync_slurm --cluster NAME: one sync with the Slurm commands on PATH."""
+"""python manage.py sync_slurm --cluster NAME: one sync (Slurm commands on PATH, or the cluster's slurmrestd)."""
 from django.core.management.base import BaseCommand
 
 from apps.jobs.models import Cluster
@@ -6,7 +6,8 @@ from apps.jobs.services import cluster_sync
 
 
 class Command(BaseCommand):
-    help = "Read squeue --json (and sacct --json when accounting exists) once and store the jobs of CLUSTER."
+    help = ("Read squeue --json and sacct --json (or slurmrestd's /slurm and /slurmdb jobs, for a cluster in "
+            "slurmrestd mode) once and store the jobs of CLUSTER.")
 
     def add_arguments(self, parser):
         parser.add_argument("--cluster", required=True, help="the cluster's name in Belvedere (created if new)")
