@@ -70,10 +70,16 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session, exitstatus):
     from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
 
-    # This run's database file and broker queue (see portal/settings/test.py).
-    if settings.DATA_DIR.name.startswith("run-"):
-        shutil.rmtree(settings.DATA_DIR, ignore_errors=True)
+    # This run's database file and broker queue (see portal/settings/test.py); absent when pytest
+    # runs without Django (-p no:django) for the plain modules.
+    try:
+        data_dir = settings.DATA_DIR
+    except ImproperlyConfigured:
+        data_dir = None
+    if data_dir is not None and data_dir.name.startswith("run-"):
+        shutil.rmtree(data_dir, ignore_errors=True)
     if not _no_skip_required():
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

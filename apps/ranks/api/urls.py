@@ -1,8 +1,12 @@
-"""REST endpoints of the ranks app, mounted under /api/v1/ranks/."""
-from rest_framework.routers import SimpleRouter
+"""Layout endpoints, mounted at the top of /api/v1/ next to the job they belong to."""
+from django.urls import path
+
+from .views import LayoutLogView, LayoutView, RanksView
 
 app_name = "ranks-api"
 
-router = SimpleRouter()
-
-urlpatterns = [*router.urls]
+urlpatterns = [
+    path("jobs/<slug:cluster>/<int:job_id>/layout/", LayoutView.as_view(), name="layout"),
+    path("jobs/<slug:cluster>/<int:job_id>/layout/log/", LayoutLogView.as_view(), name="layout-log"),
+    path("jobs/<slug:cluster>/<int:job_id>/ranks/", RanksView.as_view(), name="ranks"),
+]

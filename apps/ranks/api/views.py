@@ -1,0 +1,138 @@
+"""Job layout endpoints: /api/v1/jobs/<cluster>/<job_id>/layout/, .../layout/log/, .../ranks/."""
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apps.core.api.exceptions import ErrorItem, InputError
+from apps.jobs.api.views import JOB_API_AUTHENTICATION
+from apps.jobs.authentication import token_job
+from apps.jobs.selectors import job_get_for_user
+
+from ..logparse import LogParseError, parse_megatron_log
+from ..ranktable import DIMENSIONS, boundary_verdict, communicator_spans, pipeline_boundaries
+from ..selectors import job_ranks
+from ..services import layout_set
+from .serializers import LayoutSerializer, LogUploadSerializer
+
+MAX_LOG_BYTES = 200 * 1024 * 1024
+
+
+def _job_for(request, cluster: str, job_id: int, *, write: bool):
+    """The job if the caller may see it (404 otherwise); for writes, only its user, staff or
+    the job's own token (403 for account members, who may look but not change it)."""
+    job = job_get_for_user(request.user, cluster, job_id, token_job(request))
+    if job is None:
+        raise Http404
+    if write and not (token_job(request) is not None or request.user.is_staff or request.user.get_username() == job.user_name):
+        raise exceptions.PermissionDenied("Only the job's user, staff or the job's own token may set its layout.")
+    return job
+
+
+def layout_body(job) -> dict:
+    ranks = job_ranks(job)
+    if ranks is None:
+        return {"layout": None}
+    stored, layout, table = ranks.stored, ranks.layout, ranks.table
+    kinds = ("tp", "pp", "dp", "cp", "dp-cp", "ep", "mp")
+    spans = communicator_spans(table, {kind: layout.groups_array(kind) for kind in kinds})
+    boundaries = pipeline_boundaries(table, layout.groups_array("pp"))
+    inter = [b for b in boundaries if b.hop_class == "inter-group"]
+    return {
+        "layout": {"tp": stored.tp, "pp": stored.pp, "cp": stored.cp, "ep": stored.ep, "etp": stored.etp, "dp": stored.dp,
+                   "vpp": stored.vpp, "order": stored.order, "world_size": stored.world_size, "source": stored.source,
+                   "exact_map": stored.rank_map is not None, "warnings": stored.warnings},
+        "communicators": [span.as_dict() for span in spans],
+        "pipeline": {"boundaries": len(boundaries), "inter_group": len(inter), "verdict": boundary_verdict(boundaries),
+                     "inter_group_examples": [b.__dict__ for b in inter[:50]]},
+    }
+
+
+class LayoutView(APIView):
+    """The job's Megatron layout (sizes, and the exact rank map when given) and its placement."""
+
+    authentication_classes = JOB_API_AUTHENTICATION
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses={200: {"type": "object"}})
+    def get(self, request, cluster: str, job_id: int):
+        return Response(layout_body(_job_for(request, cluster, job_id, write=False)))
+
+    @extend_schema(request=LayoutSerializer, responses={200: {"type": "object"}})
+    def put(self, request, cluster: str, job_id: int):
+        job = _job_for(request, cluster, job_id, write=True)
+        serializer = LayoutSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        layout_set(job, data, source="map" if data.get("ranks") else "sizes", submitted_by=request.user.get_username())
+        return Response(layout_body(job))
+
+
+class LayoutLogView(APIView):
+    """Upload rank 0's output (Megatron argument dump, srun -l labels, NCCL INFO lines) as ``log``
+    (multipart) or as the text/plain body; Belvedere reads the layout and rank map from it."""
+
+    authentication_classes = JOB_API_AUTHENTICATION
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(request={"multipart/form-data": LogUploadSerializer}, responses={200: {"type": "object"}})
+    def post(self, request, cluster: str, job_id: int):
+        job = _job_for(request, cluster, job_id, write=True)
+        upload = request.FILES.get("log")
+        if upload is None:
+            raise InputError("Send the log as the multipart field 'log'.", [ErrorItem("required", field="log")])
+        if upload.size > MAX_LOG_BYTES:
+            raise InputError(f"The log is {upload.size // 2**20} MiB; at most {MAX_LOG_BYTES // 2**20} MiB are read.",
+                             [ErrorItem("too large", field="log")], status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        text = upload.read().decode("utf-8", errors="replace")
+        try:
+            parsed = parse_megatron_log(text)
+        except LogParseError as exc:
+            raise InputError(f"Could not read a layout from the log: {exc}", [ErrorItem(str(exc), field="log")]) from None
+        data = dict(parsed.sizes)
+        if parsed.ranks:
+            data["ranks"] = parsed.ranks
+        for key in ("world_size",):
+            data.pop(key, None)
+        layout_set(job, data, source="log", submitted_by=request.user.get_username(), warnings=parsed.warnings)
+        return Response(layout_body(job))
+
+
+def _int_list(request, name: str) -> list[int] | None:
+    text = request.query_params.get(name, "").strip()
+    if not text:
+        return None
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part[1:]:
+            low, high = part.split("-", 1)
+            if low.isdigit() and high.isdigit() and int(low) <= int(high) and int(high) - int(low) < 100_000:
+                values.extend(range(int(low), int(high) + 1))
+                continue
+        elif part.isdigit():
+            values.append(int(part))
+            continue
+        raise InputError(f"{name}={text!r}: expected numbers like 1 or 6,7 or 0-3",
+                         [ErrorItem(f"expected numbers like 1 or 6,7 or 0-3, got {part!r}", field=name)])
+    return values
+
+
+class RanksView(APIView):
+    """Ranks of the job with coordinates and hardware, optionally only some (e.g. ?dp=1&pp=6,7)."""
+
+    authentication_classes = JOB_API_AUTHENTICATION
+
+    @extend_schema(parameters=[OpenApiParameter(name, str, description=f"only these {name} values, e.g. 1 or 6,7 or 0-3")
+                               for name in DIMENSIONS],
+                   responses={200: {"type": "array", "items": {"type": "object"}}})
+    def get(self, request, cluster: str, job_id: int):
+        job = _job_for(request, cluster, job_id, write=False)
+        wanted = {name: _int_list(request, name) for name in DIMENSIONS}
+        ranks = job_ranks(job)
+        if ranks is None:
+            raise InputError("This job has no layout yet: PUT its sizes to .../layout/ first.",
+                             [ErrorItem("no layout", field=None)], status_code=status.HTTP_404_NOT_FOUND)
+        return Response(ranks.table.rows(ranks.table.select(**wanted)))
