@@ -74,6 +74,7 @@ class JobDetailView(TemplateView):
         context["steps"] = list(job.steps.all())
         context["topology_url"] = reverse("topology:index") + "?" + urlencode({"nodes": job.nodes}) if job.nodes else None
         context["api_url"] = reverse("jobs-api:job-detail", args=[job.cluster.name, job.job_id])
+        placement = None
         if job.node_list:
             topology = topology_current()
             try:
@@ -85,4 +86,8 @@ class JobDetailView(TemplateView):
                                        highlight_label="this job's nodes", colour_by="overlay",
                                        groups=[int(group) for group in placement.nodes_per_group])
                 context.update(placement=placement, figure_data=json.loads(figure.to_json()))
+        # The ranks app builds on jobs; ask it for its section only here, to keep imports one-way.
+        from apps.ranks.views import ranks_context
+
+        context.update(ranks_context(job, self.request.GET, topology_current(), placement))
         return context

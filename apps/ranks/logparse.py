@@ -326,8 +326,6 @@ class _Collector:
         if not prefix:
             return
         label, host, device = prefix
-        if len(host) > HOST_MAX_LENGTH:
-            raise LogParseError(f"{_line(number)}: the host name {_shown(host)} is longer than {HOST_MAX_LENGTH} characters")
         message = raw[cut + 11:]
         if label is not None:
             self.labelled_lines += 1
@@ -344,6 +342,10 @@ class _Collector:
                     self.garbled_comm_lines.append(number)
                 return
             rank, nranks = int(match.group(1)), int(match.group(2))
+            if len(host) > HOST_MAX_LENGTH:
+                raise LogParseError(
+                    f"{_line(number)}: the host name {_shown(host)} is longer than {HOST_MAX_LENGTH} characters"
+                )
             if rank >= nranks:
                 raise LogParseError(
                     f"{_line(number)}: NCCL says rank {rank} in a communicator of nRanks {nranks}: the line is garbled; "
@@ -420,7 +422,7 @@ def _world_line(found: _Collector) -> tuple[dict, int | None]:
     for other_number, other in found.world_lines[1:]:
         if other != values:
             raise LogParseError(
-                f"two 'using world size' lines disagree ({_line(number)} and {_line(other_number)}): the log holds more "
+                f"two 'using world size' lines disagree (lines {number:,} and {other_number:,}): the log holds more "
                 "than one run; upload the output of one run"
             )
     return values, number
@@ -440,8 +442,8 @@ def _sizes(found: _Collector, warnings: list) -> dict:
         if key in arguments and key in world and arguments[key] != world[key]:
             raise LogParseError(
                 f"the arguments say {_ARG_NAME[key]}={arguments[key]} but the 'using world size' line says {world[key]} "
-                f"({_line(argument_lines[key])} and {_line(world_number)}): the log holds more than one run? upload "
-                "the output of one run"
+                f"(lines {argument_lines[key]:,} and {world_number:,}): the log holds more than one run? upload the "
+                "output of one run"
             )
     for key, (value, number) in sorted(found.initialized.items()):
         if key in arguments and arguments[key] != value:
@@ -568,8 +570,8 @@ def _ranks(found: _Collector, world_size: int, warnings: list, sources: list) ->
         host, line, other_host, other_line = host_conflicts[rank]
         more = len(host_conflicts) - 1
         raise LogParseError(
-            f"rank {rank} appears on two hosts ({host} and {other_host}): {_line(line)} and {_line(other_line)}"
-            + (f"; {more} more rank{'s' if more > 1 else ''} too" if more else "")
+            f"rank {rank} appears on two hosts ({host} and {other_host}, lines {line:,} and {other_line:,})"
+            + (f", and {more} more rank{'s' if more > 1 else ''} too" if more else "")
             + ": the log holds more than one run (a requeued job?); upload the output of one run"
         )
     if local_conflicts:

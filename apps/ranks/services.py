@@ -59,16 +59,15 @@ def layout_set(job, data: dict, *, source: str, submitted_by: str, warnings: lis
     """Validate ``data`` (sizes, optional ``ranks``) against Megatron's rules and the job, and store it."""
     ranks = data.get("ranks") or None
     world_size = _world_size(job, data, ranks)
+    tasks_per_node = tasks_per_node_of(job)
+    # The map's own problems (unknown hosts, duplicates) first: they say more than a size mismatch.
+    rank_map = _check_rank_map(job, ranks, tasks_per_node) if ranks else None
     sizes_fields = {name: data[name] for name in SIZE_FIELDS if data.get(name) is not None}
     try:
         layout = RankLayout(ParallelSizes(**sizes_fields), world_size)
     except LayoutError as exc:
         raise InputError(f"Not a valid Megatron layout: {exc}", [ErrorItem(str(exc), field=None)]) from None
-    tasks_per_node = tasks_per_node_of(job)
-    rank_map = None
-    if ranks:
-        rank_map = _check_rank_map(job, ranks, tasks_per_node)
-    else:
+    if not ranks:
         try:
             block_placement(world_size, job.node_list, tasks_per_node)
         except LayoutError as exc:
