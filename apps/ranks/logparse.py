@@ -338,7 +338,7 @@ class _Collector:
             message = _clean(message)
             match = _COMM_RE.search(message)
             if match is None:
-                if "comm 0x" in message and ("nRanks" in message or "nranks" in message):
+                if "comm 0x" in message and ("nRa" in message or "nra" in message):
                     self.garbled_comm_lines.append(number)
                 return
             rank, nranks = int(match.group(1)), int(match.group(2))
@@ -618,14 +618,6 @@ def _ranks(found: _Collector, world_size: int, warnings: list, sources: list) ->
     elif len(ranks) < world_size:
         missing = sorted(set(range(world_size)) - {entry["rank"] for entry in ranks})
         warnings.append(f"NCCL lines give ranks for {len(ranks)} of {world_size} ranks (missing: {_ranges(missing)})")
-    if ranks and len(ranks) == world_size:
-        counted = {entry[6] for entry in entries if entry[6] is not None}
-        hosts = len({entry["host"] for entry in ranks})
-        if counted and hosts not in counted:
-            warnings.append(
-                f"NCCL counted {max(counted)} nodes but the host names give {hosts}: the host names in the log are not "
-                "unique (containers?), so the rank → host map is not trustworthy"
-            )
     larger = sorted(n for n in found.comms if n > world_size)
     if larger:
         warnings.append(

@@ -99,6 +99,12 @@ class CommunicatorSpan:
         return self.__dict__.copy()
 
 
+def _distinct_per_row(values: np.ndarray) -> np.ndarray:
+    """Number of distinct values in each row, without a Python loop over rows."""
+    ordered = np.sort(values, axis=1)
+    return 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
+
+
 def communicator_spans(table: RankTable, groups_by_kind: dict[str, list[list[int]]]) -> list[CommunicatorSpan]:
     spans = []
     switch_group = table.index.switch_group
@@ -107,10 +113,9 @@ def communicator_spans(table: RankTable, groups_by_kind: dict[str, list[list[int
         if members.size == 0:
             continue
         switch_ids = table.switch_id[members]
-        dragonfly = switch_group[switch_ids]
-        switch_count = np.array([len(np.unique(row)) for row in switch_ids])
-        group_count = np.array([len(np.unique(row)) for row in dragonfly])
-        spans.append(CommunicatorSpan(kind, len(members_list), members.shape[1], int(switch_count.max()),
+        switch_count = _distinct_per_row(switch_ids)
+        group_count = _distinct_per_row(switch_group[switch_ids])
+        spans.append(CommunicatorSpan(kind, members.shape[0], members.shape[1], int(switch_count.max()),
                                       int(group_count.max()), int(np.count_nonzero(group_count > 1))))
     return spans
 
@@ -129,35 +134,56 @@ class Boundary:
     group_to: int
 
 
-def pipeline_boundaries(table: RankTable, pp_groups: list[list[int]]) -> list[Boundary]:
+@dataclass
+class Boundaries:
+    """Every stage p → p+1 link of every pipeline, as arrays (one entry per link)."""
+
+    table: RankTable
+    rank_from: np.ndarray
+    rank_to: np.ndarray
+    classes: np.ndarray
+    hops: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.rank_from.size)
+
+    def count(self, hop_class: str) -> int:
+        return int(np.count_nonzero(self.classes == HOP_CLASSES.index(hop_class)))
+
+    def of_class(self, hop_class: str, limit: int | None = None) -> list[Boundary]:
+        positions = np.flatnonzero(self.classes == HOP_CLASSES.index(hop_class))[:limit]
+        coords, switch_group, switch_id = self.table.coords, self.table.index.switch_group, self.table.switch_id
+        return [
+            Boundary(int(coords["dp"][a]), int(coords["tp"][a]), int(coords["cp"][a]), int(coords["pp"][a]), int(a), int(b),
+                     hop_class, int(self.hops[i]), int(switch_group[switch_id[a]]), int(switch_group[switch_id[b]]))
+            for i, a, b in ((i, self.rank_from[i], self.rank_to[i]) for i in positions)
+        ]
+
+
+def pipeline_boundaries(table: RankTable, pp_groups) -> Boundaries:
     """Every stage p → p+1 link of every pipeline (one per dp replica, tp lane and cp rank)."""
     members = np.asarray(pp_groups, dtype=np.int64)
     if members.size == 0 or members.shape[1] < 2:
-        return []
+        empty = np.zeros(0, dtype=np.int64)
+        return Boundaries(table, empty, empty, empty, empty)
     first, second = members[:, :-1].ravel(), members[:, 1:].ravel()
-    hosts = table.hosts
-    classes, hops = table.index.pair_hops([hosts[r] for r in first], table.local_rank[first],
-                                          [hosts[r] for r in second], table.local_rank[second])
-    switch_group = table.index.switch_group
-    coords = table.coords
-    return [
-        Boundary(int(coords["dp"][a]), int(coords["tp"][a]), int(coords["cp"][a]), int(coords["pp"][a]), int(a), int(b),
-                 HOP_CLASSES[int(c)], int(h), int(switch_group[table.switch_id[a]]), int(switch_group[table.switch_id[b]]))
-        for a, b, c, h in zip(first, second, classes, hops)
-    ]
+    classes, hops = table.index.pair_hops_rows(table.node_row[first], table.local_rank[first],
+                                               table.node_row[second], table.local_rank[second])
+    return Boundaries(table, first, second, classes, hops)
 
 
-def boundary_verdict(boundaries: list[Boundary]) -> str:
+def boundary_verdict(boundaries: Boundaries) -> str:
     """One sentence a user can act on: how many pipeline boundaries leave a group, with an example."""
-    if not boundaries:
+    total = len(boundaries)
+    if not total:
         return "There is one pipeline stage: no pipeline boundaries."
-    inter = [b for b in boundaries if b.hop_class == "inter-group"]
-    crossing_switch = [b for b in boundaries if b.hop_class in ("same group", "inter-group")]
+    inter = boundaries.count("inter-group")
+    crossing_switch = inter + boundaries.count("same group")
     if not inter:
-        return (f"All {len(boundaries)} pipeline boundaries stay inside one dragonfly group"
-                f"{'' if crossing_switch else ' and on one switch'}; {len(crossing_switch)} cross switches.")
-    example = inter[0]
-    return (f"{len(inter)} of {len(boundaries)} pipeline boundaries are inter-group; "
+        return (f"All {total} pipeline boundaries stay inside one dragonfly group"
+                f"{'' if crossing_switch else ' and on one switch'}; {crossing_switch} cross switches.")
+    [example] = boundaries.of_class("inter-group", limit=1)
+    return (f"{inter} of {total} pipeline boundaries are inter-group; "
             f"e.g. stage {example.stage}→{example.stage + 1} of replica {example.dp} (tp {example.tp}) "
             f"crosses group {example.group_from} → {example.group_to} (ranks {example.rank_from} → {example.rank_to}, "
             f"{example.hops} inter-switch hops).")

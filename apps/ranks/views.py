@@ -78,7 +78,7 @@ def ranks_context(job, params, topology, placement) -> dict:
         rank_grid_truncated=layout.dp > columns,
         rank_spans=spans,
         rank_verdict=boundary_verdict(boundaries),
-        rank_inter_group=sum(1 for b in boundaries if b.hop_class == "inter-group"),
+        rank_inter_group=boundaries.count("inter-group"),
         rank_boundaries=len(boundaries),
     )
     return context

@@ -229,6 +229,11 @@ class TopologyIndex:
         """Vectorised :meth:`hop_class` over many pairs: (class codes, hop counts)."""
         rows_a = np.array([self.row_of[h] for h in hosts_a], dtype=np.int64)
         rows_b = np.array([self.row_of[h] for h in hosts_b], dtype=np.int64)
+        return self.pair_hops_rows(rows_a, lanes_a, rows_b, lanes_b)
+
+    def pair_hops_rows(self, rows_a, lanes_a, rows_b, lanes_b) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`pair_hops` for callers that already hold node rows (rank tables)."""
+        rows_a, rows_b = np.asarray(rows_a), np.asarray(rows_b)
         switch_a = self.nic_switch[rows_a, np.asarray(lanes_a)]
         switch_b = self.nic_switch[rows_b, np.asarray(lanes_b)]
         hops = self.hops[switch_a, switch_b].astype(np.int64)

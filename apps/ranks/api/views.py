@@ -39,14 +39,14 @@ def layout_body(job) -> dict:
     kinds = ("tp", "pp", "dp", "cp", "dp-cp", "ep", "mp")
     spans = communicator_spans(table, {kind: layout.groups_array(kind) for kind in kinds})
     boundaries = pipeline_boundaries(table, layout.groups_array("pp"))
-    inter = [b for b in boundaries if b.hop_class == "inter-group"]
+    inter = boundaries.of_class("inter-group", limit=50)
     return {
         "layout": {"tp": stored.tp, "pp": stored.pp, "cp": stored.cp, "ep": stored.ep, "etp": stored.etp, "dp": stored.dp,
                    "vpp": stored.vpp, "order": stored.order, "world_size": stored.world_size, "source": stored.source,
                    "exact_map": stored.rank_map is not None, "warnings": stored.warnings},
         "communicators": [span.as_dict() for span in spans],
-        "pipeline": {"boundaries": len(boundaries), "inter_group": len(inter), "verdict": boundary_verdict(boundaries),
-                     "inter_group_examples": [b.__dict__ for b in inter[:50]]},
+        "pipeline": {"boundaries": len(boundaries), "inter_group": boundaries.count("inter-group"),
+                     "verdict": boundary_verdict(boundaries), "inter_group_examples": [b.__dict__ for b in inter]},
     }
 
 
