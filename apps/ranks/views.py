@@ -52,8 +52,19 @@ def ranks_context(job, params, topology, placement) -> dict:
         labels = {host: f"{colour} {min(values)}" if len(values) == 1 else f"{colour} mixed" for host, values in values_by_host.items()}
         muted = (f"{colour} mixed",)
     groups = sorted({int(group) for group in (placement.nodes_per_group if placement else [])})
+    # Hover: which ranks each node runs, with their coordinates (GPU i = local rank i).
+    ranks_by_host: dict[str, list[int]] = {}
+    for rank, host in enumerate(table.hosts):
+        ranks_by_host.setdefault(host, []).append(rank)
+    coords = table.coords
+    notes = {
+        host: "<br>".join(f"GPU {int(table.local_rank[r])}: rank {r} (tp {int(coords['tp'][r])}, dp {int(coords['dp'][r])}, "
+                          f"pp {int(coords['pp'][r])}{', cp ' + str(int(coords['cp'][r])) if layout.cp > 1 else ''})"
+                          for r in ranks[:8])
+        for host, ranks in ranks_by_host.items()
+    }
     figure = system_figure(topology, colour_by="label", labels=labels, groups=groups or None,
-                           unlabelled="not in this job", muted_labels=muted)
+                           unlabelled="not in this job", muted_labels=muted, hover_notes=notes)
 
     # The pp × dp grid: where (tp 0, cp 0) of each stage and replica runs.
     columns = min(layout.dp, MAX_GRID_COLUMNS)

@@ -90,6 +90,7 @@ def system_figure(
     labels: dict[str, str] | None = None,
     unlabelled: str = "no label",
     muted_labels: tuple[str, ...] = (),
+    hover_notes: dict[str, str] | None = None,
 ) -> go.Figure:
     """The system (or only ``groups``) with one marker per node and per switch.
 
@@ -97,7 +98,9 @@ def system_figure(
     (nodes in ``highlight`` stand out, the rest fade; the switches their NICs use stand out too),
     or ``"label"`` (a category per node from ``labels``, e.g. the job running on it; nodes
     without one are ``unlabelled`` and fade, ``muted_labels`` are drawn in a neutral grey).
+    ``hover_notes`` adds a line per node to its hover text (e.g. the ranks it runs).
     """
+    hover_notes = hover_notes or {}
     groups = sorted(set(groups) if groups is not None else set(topology.groups))
     layout = _layout(topology, groups)
     positions = _node_positions(topology, groups, layout)
@@ -148,11 +151,11 @@ def system_figure(
                 customdata=[
                     [node.hostname, node.xname or "", node.group,
                      " ".join(f"{nic.name}→{nic.group}.{nic.switch}:{nic.port}" for nic in node.nics),
-                     states.get(node.hostname, "unknown")]
+                     states.get(node.hostname, "unknown"), hover_notes.get(node.hostname, "")]
                     for node in members
                 ],
                 hovertemplate="<b>%{customdata[0]}</b> %{customdata[1]}<br>group %{customdata[2]} · %{customdata[4]}"
-                              "<br>%{customdata[3]}<extra></extra>",
+                              "<br>%{customdata[3]}<br>%{customdata[5]}<extra></extra>",
             )
         )
 

@@ -66,6 +66,11 @@ def test_path_1_sizes_colour_nodes_by_stage_and_select_replica_1_stages_7_8(live
         return trace.customdata.map(point => point[0]);
     }""")
     assert set(selected) == expected_hosts
+    # Hovering a node tells which ranks it runs, with their coordinates.
+    notes = page.evaluate("""() => document.getElementById('rank-figure').data
+        .find(t => t.name.startsWith('selected ranks')).customdata.map(point => point[5])""")
+    expected_notes = {f"rank {r} (tp {r % 4}, dp 1, pp {r // 64})" for r in ranks.table.select(dp=[1], pp=[6, 7]).tolist()}
+    assert expected_notes == {line.split(": ", 1)[1] for note in notes for line in note.split("<br>")}
     cells = section.locator(".pp-grid td.selected")
     assert cells.count() == 2
     screenshot(page, "ranks-path1-selection")
