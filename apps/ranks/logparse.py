@@ -49,8 +49,8 @@ DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 TP_PP_DP_ORDER = "tp-cp-ep-pp-dp"  # --use-tp-pp-dp-mapping
 
 HOST_MAX_LENGTH = 64  # the API's RankPlacementSerializer accepts host names of at most 64 characters
-MAX_NOTED_LINES = 3
-MAX_DUMP_LINES = 20_000  # an argument dump without its end line stops counting after this many lines  # garbled lines named one by one in the warnings before "and N more"
+MAX_NOTED_LINES = 3  # garbled lines named one by one in the warnings before "and N more"
+MAX_DUMP_LINES = 20_000  # an argument dump without its end line stops counting after this many lines
 
 
 class LogParseError(ValueError):
@@ -102,7 +102,9 @@ _WORLD_PARTS = (
     ("tp", "tensor-model-parallel size", re.compile(r"(?<!encoder-)tensor-model-parallel size:\s*([^\s,]*)")),
     ("pp", "pipeline-model-parallel size", re.compile(r"(?<!encoder-)pipeline-model-parallel size:\s*([^\s,]*)")),
 )
-_INITIALIZED_RE = re.compile(r"> initializ(?:ed|ing) (tensor model|pipeline model|context|data) parallel with size (\S+)")
+_INITIALIZED_RE = re.compile(
+    r"> initializ(?:ed|ing) (tensor model|pipeline model|context|data) parallel with size (\S+)"
+)
 _INITIALIZED_KEYS = {"tensor model": "tp", "pipeline model": "pp", "context": "cp", "data": "dp"}
 _NCCL_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):(\d+):(\d+) \[(-?\d+)\] NCCL INFO ")
 _COMM_RE = re.compile(r"\bcomm (?:0x[0-9A-Fa-f]+|\(nil\)) rank (\d+) n[Rr]anks (\d+)(?=\s|$)")
@@ -221,7 +223,9 @@ class _ArgumentDump:
                 "garbled (output of several ranks mixed?); run with srun -l, or upload a clean log"
             )
         if int(value) < minimum:
-            raise LogParseError(f"{_line(number)}: {name} is {value} in the argument dump; it must be at least {minimum}")
+            raise LogParseError(
+                f"{_line(number)}: {name} is {value} in the argument dump; it must be at least {minimum}"
+            )
         self.values[key], self.lines[key] = int(value), number
 
 
@@ -231,7 +235,7 @@ class _Collector:
         self.current: _ArgumentDump | None = None
         self.world_lines: list[tuple[int, dict]] = []  # (line, {key: value})
         self.initialized: dict = {}  # key -> (value, line)
-        self.comms: dict = {}  # nRanks -> [(rank, host, local_rank | None, device, line, label, nNodes | None)]
+        self.comms: dict = {}  # nRanks -> [(rank, host, local_rank | None, device, line, label)]
         self.label_hosts: dict = {}  # label -> (host, device, line)
         self.label_conflicts: dict = {}  # label -> (host, line, other host, other line)
         self.labelled_lines = 0
@@ -273,8 +277,8 @@ class _Collector:
         values = {}
         if not match.group(1).isdigit():
             raise LogParseError(
-                f"{_line(number)}: the 'using world size' line has no world size ({_shown(line)}): the line is garbled; "
-                "run with srun -l, or upload a clean log"
+                f"{_line(number)}: the 'using world size' line has no world size ({_shown(line)}): the line is "
+                "garbled; run with srun -l, or upload a clean log"
             )
         values["world_size"] = int(match.group(1))
         tail = line[match.end():]
@@ -348,13 +352,13 @@ class _Collector:
                 )
             if rank >= nranks:
                 raise LogParseError(
-                    f"{_line(number)}: NCCL says rank {rank} in a communicator of nRanks {nranks}: the line is garbled; "
-                    "upload a clean log"
+                    f"{_line(number)}: NCCL says rank {rank} in a communicator of nRanks {nranks}: the line is "
+                    "garbled; upload a clean log"
                 )
             local = _COMM_LOCAL_RE.search(message, match.end())
-            local_rank = nodes = None
+            local_rank = None
             if local is not None:
-                nodes, local_ranks, local_rank = int(local.group(1)), int(local.group(2)), int(local.group(3))
+                local_ranks, local_rank = int(local.group(2)), int(local.group(3))
                 if local_rank >= local_ranks:
                     raise LogParseError(
                         f"{_line(number)}: NCCL says localRank {local_rank} of localRanks {local_ranks}: the line is "
@@ -364,7 +368,7 @@ class _Collector:
                 cuda = _COMM_CUDADEV_RE.search(message, match.end())
                 if cuda is not None:
                     device = int(cuda.group(1))
-            self.comms.setdefault(nranks, []).append((rank, host, local_rank, device, number, label, nodes))
+            self.comms.setdefault(nranks, []).append((rank, host, local_rank, device, number, label))
         elif "NET/OFI" in message:
             match = _OFI_RE.search(message)
             if match:
@@ -441,9 +445,9 @@ def _sizes(found: _Collector, warnings: list) -> dict:
     for key in ("world_size", "tp", "pp", "cp", "dp"):
         if key in arguments and key in world and arguments[key] != world[key]:
             raise LogParseError(
-                f"the arguments say {_ARG_NAME[key]}={arguments[key]} but the 'using world size' line says {world[key]} "
-                f"(lines {argument_lines[key]:,} and {world_number:,}): the log holds more than one run? upload the "
-                "output of one run"
+                f"the arguments say {_ARG_NAME[key]}={arguments[key]} but the 'using world size' line says "
+                f"{world[key]} (lines {argument_lines[key]:,} and {world_number:,}): the log holds more than one "
+                "run? upload the output of one run"
             )
     for key, (value, number) in sorted(found.initialized.items()):
         if key in arguments and arguments[key] != value:
@@ -515,7 +519,7 @@ def _ranks(found: _Collector, world_size: int, warnings: list, sources: list) ->
     placed: dict = {}  # rank -> [host, local_rank, device, line]
     local_conflicts = []
     host_conflicts: dict = {}  # rank -> (host, line, other host, other line)
-    for rank, host, local_rank, device, number, _label, _nodes in entries:
+    for rank, host, local_rank, device, number, _label in entries:
         seen = placed.get(rank)
         if seen is None:
             placed[rank] = [host, local_rank, device, number]
@@ -530,7 +534,7 @@ def _ranks(found: _Collector, world_size: int, warnings: list, sources: list) ->
     # srun -l labels: task ids; used when they are the ranks (Megatron launched by srun, not torchrun).
     labels_are_ranks = False
     if found.label_hosts:
-        labelled = [(rank, label, number) for rank, _, _, _, number, label, _ in entries if label is not None]
+        labelled = [(rank, label, number) for rank, _, _, _, number, label in entries if label is not None]
         mismatch = next(((rank, label, number) for rank, label, number in labelled if rank != label), None)
         if mismatch is not None:
             rank, label, number = mismatch
@@ -543,8 +547,8 @@ def _ranks(found: _Collector, world_size: int, warnings: list, sources: list) ->
         elif not entries and set(found.label_hosts) == set(range(world_size)):
             labels_are_ranks = True
             warnings.append(
-                f"no NCCL init line of the world communicator (nRanks {world_size}): ranks placed by the srun labels of "
-                "other NCCL lines (task id taken as the rank; local rank from the CUDA device)"
+                f"no NCCL init line of the world communicator (nRanks {world_size}): ranks placed by the srun "
+                "labels of other NCCL lines (task id taken as the rank; local rank from the CUDA device)"
             )
     if labels_are_ranks:
         for label, (host, line, other_host, other_line) in found.label_conflicts.items():
