@@ -187,3 +187,50 @@ def boundary_verdict(boundaries: Boundaries) -> str:
             f"e.g. stage {example.stage}→{example.stage + 1} of replica {example.dp} (tp {example.tp}) "
             f"crosses group {example.group_from} → {example.group_to} (ranks {example.rank_from} → {example.rank_to}, "
             f"{example.hops} inter-switch hops).")
+
+
+# ---------------------------------------------------------------------------------------------
+# Views of the table for the job page
+# ---------------------------------------------------------------------------------------------
+def node_labels(table: RankTable, dimension: str, selected: np.ndarray | None) -> tuple[dict[str, str], tuple[str, ...]]:
+    """One label per node, and the labels to draw muted.
+
+    Without a selection: the ``dimension``'s value when all the node's ranks share it, else
+    "<dimension> mixed". With one: "selected ranks" for nodes holding any, "other ranks" else.
+    """
+    if selected is not None:
+        chosen = {table.hosts[rank] for rank in selected}
+        return {host: ("selected ranks" if host in chosen else "other ranks") for host in table.hosts}, ("other ranks",)
+    values_by_host: dict[str, set[int]] = {}
+    for rank, host in enumerate(table.hosts):
+        values_by_host.setdefault(host, set()).add(int(table.coords[dimension][rank]))
+    labels = {host: f"{dimension} {min(values)}" if len(values) == 1 else f"{dimension} mixed"
+              for host, values in values_by_host.items()}
+    return labels, (f"{dimension} mixed",)
+
+
+def node_rank_notes(table: RankTable, show_cp: bool, limit: int = 8) -> dict[str, str]:
+    """Per node, the ranks it runs with their coordinates (GPU i = local rank i), for hover text."""
+    ranks_by_host: dict[str, list[int]] = {}
+    for rank, host in enumerate(table.hosts):
+        ranks_by_host.setdefault(host, []).append(rank)
+    coords = table.coords
+    return {
+        host: "<br>".join(f"GPU {int(table.local_rank[r])}: rank {r} (tp {int(coords['tp'][r])}, dp {int(coords['dp'][r])}, "
+                          f"pp {int(coords['pp'][r])}{', cp ' + str(int(coords['cp'][r])) if show_cp else ''})"
+                          for r in ranks[:limit])
+        for host, ranks in ranks_by_host.items()
+    }
+
+
+def stage_replica_grid(table: RankTable, rank_of, stages: int, replicas: int, selected: set[int]) -> list[dict]:
+    """Rows of pipeline stages × columns of replicas: where tensor lane 0 (cp 0) of each runs."""
+    grid = []
+    for stage in range(stages):
+        cells = []
+        for replica in range(replicas):
+            rank = rank_of(tp=0, cp=0, dp=replica, pp=stage)
+            cells.append({"rank": rank, "host": table.hosts[rank], "group": table.group_of(rank),
+                          "switch": table.switch_of(rank), "selected": rank in selected})
+        grid.append({"stage": stage, "cells": cells})
+    return grid

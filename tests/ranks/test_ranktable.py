@@ -1,0 +1,69 @@
+"""The rank table and its views, on hand-checkable cases (no database)."""
+import pytest
+
+from apps.ranks.layout import ParallelSizes, RankLayout, block_placement
+from apps.ranks.ranktable import (
+    PlacementError,
+    boundary_verdict,
+    build_rank_table,
+    communicator_spans,
+    node_labels,
+    pipeline_boundaries,
+    stage_replica_grid,
+)
+from apps.topology.generator import DragonflyParameters, generate
+from apps.topology.placement import TopologyIndex
+
+# 2 groups of 8 nodes with 2 NICs: nid000001-08 in group 0, nid000009-16 in group 1.
+INDEX = TopologyIndex(generate(DragonflyParameters(groups=2, chassis_per_cabinet=2, switch_blades_per_chassis=2,
+                                                   blades_per_chassis=2, nodes_per_blade=2, nics_per_node=2,
+                                                   global_links_per_group_pair=1)))
+HOSTS = [f"nid{n:06d}" for n in range(1, 17)]
+
+
+def table_for(tp, pp, hosts=HOSTS):
+    layout = RankLayout(ParallelSizes(tp=tp, pp=pp), len(hosts) * 2)
+    return layout, build_rank_table(layout.all_coords(), block_placement(layout.world_size, hosts, 2), INDEX)
+
+
+def test_pipeline_boundaries_and_verdict():
+    layout, table = table_for(tp=2, pp=2)  # W=32, dp=8: stage 1 of replica d is node d + 8 (group 1)
+    boundaries = pipeline_boundaries(table, layout.groups_array("pp"))
+    assert len(boundaries) == 16 and boundaries.count("inter-group") == 16
+    assert boundary_verdict(boundaries).startswith("16 of 16 pipeline boundaries are inter-group; e.g. stage 0→1 of replica 0")
+    layout, table = table_for(tp=2, pp=1)
+    assert boundary_verdict(pipeline_boundaries(table, layout.groups_array("pp"))) == "There is one pipeline stage: no pipeline boundaries."
+
+
+def test_communicator_spans():
+    layout, table = table_for(tp=2, pp=2)
+    spans = {span.kind: span for span in communicator_spans(table, {k: layout.groups_array(k) for k in ("tp", "dp", "pp")})}
+    assert (spans["tp"].size, spans["tp"].max_switches, spans["tp"].spanning_groups) == (2, 2, 0)  # one node, two NICs
+    assert (spans["pp"].max_dragonfly_groups, spans["pp"].spanning_groups) == (2, 16)
+    assert spans["dp"].max_dragonfly_groups == 1
+
+
+def test_labels_selection_and_grid():
+    layout, table = table_for(tp=2, pp=2)
+    labels, muted = node_labels(table, "pp", None)
+    assert labels["nid000001"] == "pp 0" and labels["nid000016"] == "pp 1" and muted == ("pp mixed",)
+    labels, _ = node_labels(table, "tp", None)
+    assert set(labels.values()) == {"tp mixed"}  # both lanes on every node
+    selected = table.select(dp=[1], pp=[1])
+    assert sorted(selected.tolist()) == [18, 19]
+    labels, muted = node_labels(table, "pp", selected)
+    assert [host for host, label in labels.items() if label == "selected ranks"] == ["nid000010"]
+    grid = stage_replica_grid(table, layout.rank_of, layout.pp, 3, set(selected.tolist()))
+    assert [[cell["host"] for cell in row["cells"]] for row in grid] == [["nid000001", "nid000002", "nid000003"],
+                                                                          ["nid000009", "nid000010", "nid000011"]]
+    # Stage 1 of replica 1 is rank 18 (tp 0): the only selected cell.
+    assert [[cell["selected"] for cell in row["cells"]] for row in grid] == [[False, False, False], [False, True, False]]
+    assert grid[1]["cells"][1]["rank"] == 18
+
+
+def test_rank_maps_that_do_not_fit_the_topology():
+    layout = RankLayout(ParallelSizes(tp=2, pp=1), 2)
+    with pytest.raises(PlacementError, match="not in the topology: nid999999"):
+        build_rank_table(layout.all_coords(), [("nid999999", 0), ("nid999999", 1)], INDEX)
+    with pytest.raises(PlacementError, match="rank 1: local rank 5 but nid000001 has 2 NICs"):
+        build_rank_table(layout.all_coords(), [("nid000001", 0), ("nid000001", 5)], INDEX)
