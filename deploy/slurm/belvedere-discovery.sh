@@ -25,76 +25,39 @@ export PATH LC_ALL
 umask 022
 
 TAG=belvedere-discovery
-NL='
-'
-CR=$(printf '\r')
+# The shared functions: belvedere-common.sh, next to this script (also when it is started through
+# a link, as from /etc/slurm/prolog.d/). Root sources only a file of root's that nobody else can
+# write; without one the script logs one line and exits 0, as it must never fail a job.
+COMMON=$(readlink -f -- "$0" 2>/dev/null) || COMMON=$0
+case $COMMON in */*) COMMON=${COMMON%/*}/belvedere-common.sh ;; *) COMMON=./belvedere-common.sh ;; esac
+# (Owner uid 0 and no write bits for group or others; `sh -n` first, as a syntax error while
+# sourcing would end this shell with a failure.)
+# shellcheck source=SCRIPTDIR/belvedere-common.sh
+case $(id -u):$(stat -L -c '%u:%a' "$COMMON" 2>/dev/null) in
+    0:0:*[0145][0145] | [1-9]*:*:*) sh -n "$COMMON" 2>/dev/null && . "$COMMON" ;;
+esac
+if ! command -v common_init >/dev/null 2>&1; then
+    COMMON="not running: $COMMON is missing, broken, or not root's alone (install it next to the script, owner root, mode 0644)"
+    { [ "${BELVEDERE_LOG_STDERR:-0}" != 1 ] && logger -t "$TAG" -p daemon.err -- "$COMMON" 2>/dev/null; } ||
+        printf '%s: %s\n' "$TAG" "$COMMON" >&2
+    exit 0
+fi
+common_init prolog
 ENDPOINT_PATH=/api/v1/topology/discovery/
 # Settings that the config file may set; anything else there is ignored (and said so).
 SETTINGS="BELVEDERE_URL BELVEDERE_TOKEN_FILE BELVEDERE_SYSFS BELVEDERE_XNAME_FILE
 BELVEDERE_DISCOVERY_STAMP_DIR BELVEDERE_TIMEOUT BELVEDERE_HOSTNAME BELVEDERE_GPU_MODEL
 BELVEDERE_DISCOVERY_JITTER BELVEDERE_DISCOVERY_REFRESH_DAYS BELVEDERE_LOG_STDERR"
 
-MODE=prolog
+CONFIG_FILE=${BELVEDERE_DISCOVERY_CONFIG:-/etc/belvedere/discovery.env}
+SHOWN_CHARS='A-Za-z0-9._:/@=+,-'
 FORCE=0
-NOTES=""        # values dropped while collecting; appended to the run's one log line
-TMP_FILES=""
-
-# ---------------------------------------------------------------------------------------------
-# Logging: one line per run (syslog when `logger` exists; stderr in tests or by hand)
-# ---------------------------------------------------------------------------------------------
-log() {  # $1: priority (info, warning, err); $2: message
-    # --print is for people and tests: its remarks go to the terminal, not to syslog.
-    if [ "$MODE" = print ] || [ "${BELVEDERE_LOG_STDERR:-0}" = 1 ] || ! command -v logger >/dev/null 2>&1; then
-        printf '%s: %s\n' "$TAG" "$2" >&2
-        return 0
-    fi
-    logger -t "$TAG" -p "daemon.$1" -- "$2" 2>/dev/null || printf '%s: %s\n' "$TAG" "$2" >&2
-    # An admin running the script by hand wants to see the outcome too.
-    if [ "$MODE" != prolog ] && [ -t 2 ]; then
-        printf '%s: %s\n' "$TAG" "$2" >&2
-    fi
-    return 0
-}
-
-note() {  # remember why a value was dropped; reported with the run's outcome
-    NOTES="${NOTES:+$NOTES; }$1"
-}
-
-shown() {  # a value from outside, made harmless for a log line: no newlines (they would forge
-    # log lines), no control characters, at most 64 characters
-    printf '%s' "$1" | head -c 64 | tr -c 'A-Za-z0-9._:/@=+,-' '?'
-}
-
-with_notes() {
-    if [ -n "$NOTES" ]; then printf '%s (dropped: %s)' "$1" "$NOTES"; else printf '%s' "$1"; fi
-}
-
-# shellcheck disable=SC2317  # called through the EXIT trap
-cleanup() {
-    # shellcheck disable=SC2086  # TMP_FILES holds mktemp names, which contain no blanks
-    [ -n "$TMP_FILES" ] && rm -f $TMP_FILES
-    return 0
-}
-trap cleanup EXIT
-trap 'finish 1' HUP INT TERM
-
-# The exit status of a mode: the Prolog mode always exits 0, whatever went wrong.
-finish() {  # $1: status for --foreground / --print
-    if [ "$MODE" = prolog ]; then exit 0; fi
-    exit "$1"
-}
 
 # ---------------------------------------------------------------------------------------------
 # Validation: every value that goes into the JSON body must match a strict pattern, so the body
 # can be built by plain concatenation with no way to break out of a string.
 # ---------------------------------------------------------------------------------------------
-matches() {  # $1: value; $2: extended regex that the whole value must match
-    # grep works line by line: a value "good<newline>evil" would match on its first line, so
-    # multi-line values are refused before grep sees them.
-    case $1 in *"$NL"* | *"$CR"*) return 1 ;; esac
-    printf '%s\n' "$1" | grep -Eqx -- "$2"
-}
-
+# (matches() and TOKEN_RE, URL_RE: belvedere-common.sh)
 HOSTNAME_RE='[A-Za-z0-9][A-Za-z0-9._-]{0,63}'
 # Node xnames of HPE Cray EX: cabinet, chassis, slot, board, node (x1000c0s1b0n0).
 XNAME_RE='x[0-9]{1,6}c[0-9]{1,2}s[0-9]{1,2}b[0-9]{1,2}n[0-9]{1,2}'
@@ -104,9 +67,6 @@ NIC_RE='hsn[0-9]{1,2}'
 # burned-in MAC; the portal would refuse the whole record for it, so such a NIC is left out.
 AMA_RE='02:00:00:0[0-9a-f]:[0-9a-f]{2}:[0-9a-f]{2}'
 GPU_MODEL_RE='[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}'
-TOKEN_RE='[A-Za-z0-9._~+/=-]{8,256}'
-# ']' must open a bracket expression to be literal; ERE has no escapes inside brackets.
-URL_RE='https?://[]A-Za-z0-9._~:@%!$&()*+,;=/[-]+'
 
 # ---------------------------------------------------------------------------------------------
 # Configuration: built-in defaults < /etc/belvedere/discovery.env < the process environment.
@@ -114,44 +74,6 @@ URL_RE='https?://[]A-Za-z0-9._~:@%!$&()*+,;=/[-]+'
 # stray command in it must not run. The environment wins so that an admin can try another URL
 # by hand, and so that the background child inherits exactly the settings its parent resolved.
 # ---------------------------------------------------------------------------------------------
-load_config_file() {
-    file=${BELVEDERE_DISCOVERY_CONFIG:-/etc/belvedere/discovery.env}
-    [ -r "$file" ] && [ -f "$file" ] || return 0
-    # Which settings the environment already gives: those the file must not change.
-    from_environment=" "
-    for name in $SETTINGS; do
-        eval "given=\${$name+set}"  # $name comes from SETTINGS, a fixed list
-        [ -n "$given" ] && from_environment="$from_environment$name "
-    done
-    while IFS= read -r line || [ -n "$line" ]; do
-        line=${line%"$CR"}
-        # Leading blanks, comments, blank lines, an optional `export `.
-        line=$(printf '%s' "$line" | sed -e 's/^[[:blank:]]*//' -e 's/^export[[:blank:]][[:blank:]]*//')
-        case $line in '' | '#'*) continue ;; esac
-        name=${line%%=*}
-        value=${line#*=}
-        if [ "$name" = "$line" ]; then
-            note "config line without '=': $(shown "$line")"
-            continue
-        fi
-        # Only a known variable name goes further: it is used in `eval` below.
-        case $name in '' | *[!A-Z0-9_]*) note "config setting $(shown "$name")"; continue ;; esac
-        case " $(printf '%s' "$SETTINGS" | tr '\n' ' ') " in
-            *" $name "*) ;;
-            *) note "unknown config setting $(shown "$name")"; continue ;;
-        esac
-        case $from_environment in *" $name "*) continue ;; esac
-        # One pair of surrounding quotes, as a shell or systemd's EnvironmentFile would accept.
-        case $value in
-            \"*\") value=${value#\"}; value=${value%\"} ;;
-            \'*\') value=${value#\'}; value=${value%\'} ;;
-        esac
-        # The value is assigned by reference: eval never expands or runs it.
-        eval "$name=\$value"
-    done <"$file"
-    return 0
-}
-
 load_config() {
     load_config_file
     : "${BELVEDERE_URL:=}"
@@ -181,12 +103,6 @@ load_config() {
 # ---------------------------------------------------------------------------------------------
 # Collecting the record
 # ---------------------------------------------------------------------------------------------
-first_line() {  # the first line of a readable regular file, without a trailing CR
-    [ -f "$1" ] && [ -r "$1" ] || return 1
-    IFS= read -r _first <"$1" || [ -n "$_first" ] || return 1
-    printf '%s' "${_first%"$CR"}"
-}
-
 collect_nics() {  # sets NICS_JSON and NIC_COUNT
     NICS_JSON=""
     NIC_COUNT=0
@@ -280,10 +196,7 @@ stamp_dir_usable() {
     if [ ! -e "$dir" ] && [ ! -L "$dir" ]; then
         mkdir -p "$dir" 2>/dev/null || return 1
     fi
-    [ -d "$dir" ] && [ ! -L "$dir" ] && [ -O "$dir" ] || return 1
-    mode=$(stat -c '%a' "$dir" 2>/dev/null) || return 1
-    case $mode in *[2367]? | *[2367]) return 1 ;; esac  # group- or world-writable
-    return 0
+    own_directory "$dir" && ! writable_by_others "$(file_mode "$dir")"
 }
 
 STAMP_FILE=""
@@ -320,98 +233,19 @@ stamp_write() {  # $1: hash; written to a fresh file, then renamed over the old 
 # ---------------------------------------------------------------------------------------------
 # Sending
 # ---------------------------------------------------------------------------------------------
-read_token() {  # prints the token; fails with a log line
-    if ! TOKEN=$(first_line "$BELVEDERE_TOKEN_FILE"); then
-        log warning "$(with_notes "not reporting: token file $(shown "$BELVEDERE_TOKEN_FILE") is missing or unreadable")"
-        return 1
-    fi
-    TOKEN=$(printf '%s' "$TOKEN" | tr -d '[:blank:]')
-    if ! matches "$TOKEN" "$TOKEN_RE"; then
-        log warning "$(with_notes "not reporting: token file $(shown "$BELVEDERE_TOKEN_FILE") does not hold a token")"
-        return 1
-    fi
-    return 0
-}
-
-curl_fail_option() {
-    # --fail-with-body (curl >= 7.76) keeps the portal's error text for the log line.
-    if curl --help all 2>/dev/null | grep -q -- '--fail-with-body'; then
-        printf '%s' --fail-with-body
-    else
-        printf '%s' --fail
-    fi
-}
-
 post() {  # waits for the POST; logs the outcome; returns curl's status (22 for HTTP >= 400)
-    url="${BELVEDERE_URL%/}$ENDPOINT_PATH"
-    errors=$(mktemp 2>/dev/null) || errors=/dev/null
-    [ "$errors" != /dev/null ] && TMP_FILES="$TMP_FILES $errors"
-    # The token travels in curl's config read from stdin, never on the command line, where any
-    # user on the node could read it in `ps`. -q (first) ignores a ~/.curlrc.
-    response=$(printf 'header = "Authorization: Token %s"\n' "$TOKEN" |
-        curl -q --config - "$(curl_fail_option)" --silent --show-error \
-            --max-time "$BELVEDERE_TIMEOUT" --proto =http,https \
-            --user-agent "$TAG/1" \
-            --header 'Content-Type: application/json' --header 'Accept: application/json' \
-            --data-binary "$BODY" --write-out '\n%{http_code}' \
-            "$url" 2>"$errors")
+    send 0
     status=$?
-    code=${response##*"$NL"}
-    case $response in *"$NL"*) answer=${response%"$NL"*} ;; *) answer="" ;; esac
-    case $code in [0-9][0-9][0-9]) ;; *) code=000 ;; esac
-    case $code in
+    case $CODE in
         2??)
             stamp_write "$HASH"
             changed=unchanged
-            case $answer in *'"changed":true'* | *'"changed": true'*) changed=changed ;; esac
-            log info "$(with_notes "reported $SUMMARY to $(shown "$BELVEDERE_URL"): HTTP $code, $changed")"
+            case $ANSWER in *'"changed":true'* | *'"changed": true'*) changed=changed ;; esac
+            log info "$(with_notes "reported $SUMMARY to $(shown "$BELVEDERE_URL"): HTTP $CODE, $changed")"
             return 0
             ;;
-        000)
-            reason=$(head -c 200 "$errors" 2>/dev/null | tr -c '[:print:]' ' ')
-            log warning "$(with_notes "failed to report $SUMMARY to $(shown "$BELVEDERE_URL"): no HTTP answer (curl status $status: $reason)")"
-            ;;
-        3??)
-            log warning "$(with_notes "failed to report $SUMMARY: HTTP $code redirect from $(shown "$url") (is BELVEDERE_URL the portal's https:// address?)")"
-            [ "$status" -eq 0 ] && status=22
-            ;;
-        *)
-            detail=$(printf '%s' "$answer" | head -c 300 | tr -c '[:print:]' ' ')
-            log warning "$(with_notes "failed to report $SUMMARY to $(shown "$BELVEDERE_URL"): HTTP $code: $detail")"
-            [ "$status" -eq 0 ] && status=22
-            ;;
     esac
-    return "$status"
-}
-
-spawn_background() {
-    # slurmd kills the Prolog's whole process group as soon as the Prolog exits, so the sender
-    # must be in a session of its own *before* this script exits. `setsid cmd &` would race: the
-    # forked child may not have called setsid() yet when the group is killed. So the Prolog waits
-    # for a short first stage that setsid runs in a new session (without forking: a foreground
-    # command of a non-interactive shell is not a group leader); that stage starts the sender in
-    # the background, inside the new session, and exits at once.
-    # stdio points away from slurmd's pipes, or slurmd could wait for the sender to close them.
-    # The sender is this script in --foreground mode, with the resolved, exported settings.
-    BELVEDERE_DISCOVERY_FOREGROUND=1 BELVEDERE_DISCOVERY_STAGE=detach BELVEDERE_DISCOVERY_FORCE=$FORCE
-    export BELVEDERE_DISCOVERY_FOREGROUND BELVEDERE_DISCOVERY_STAGE BELVEDERE_DISCOVERY_FORCE
-    if command -v setsid >/dev/null 2>&1; then
-        setsid sh "$0" </dev/null >/dev/null 2>&1
-    else
-        # No util-linux: the sender may be killed with the Prolog's group; it retries next job.
-        BELVEDERE_DISCOVERY_STAGE=send nohup sh "$0" </dev/null >/dev/null 2>&1 &
-    fi
-    return 0
-}
-
-jitter() {
-    # When a record changed on many nodes at once (first install, a fabric re-cable), a job on
-    # the whole machine would send thousands of POSTs in the same second; spread them out.
-    [ "$BELVEDERE_DISCOVERY_JITTER" -gt 0 ] || return 0
-    random=$(od -An -N2 -tu2 /dev/urandom 2>/dev/null | tr -d ' ') || random=0
-    case $random in '' | *[!0-9]*) random=0 ;; esac
-    sleep $((random % (BELVEDERE_DISCOVERY_JITTER + 1))) 2>/dev/null
-    return 0
+    send_failed "$status" ""
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -421,14 +255,8 @@ usage() {
     sed -n '2,13s/^# \{0,1\}//p' "$0"
 }
 
-# First stage of the background sender (see spawn_background): already in its own session; start
-# the sender there and return at once, before reading anything.
-if [ "${BELVEDERE_DISCOVERY_STAGE:-}" = detach ]; then
-    BELVEDERE_DISCOVERY_STAGE=send
-    export BELVEDERE_DISCOVERY_STAGE
-    sh "$0" </dev/null >/dev/null 2>&1 &
-    exit 0
-fi
+# The first stage of the background sender (see spawn_background in belvedere-common.sh).
+detach_stage BELVEDERE_DISCOVERY
 
 for argument in "$@"; do
     case $argument in
@@ -455,20 +283,7 @@ if [ "$MODE" = print ]; then
     exit 0
 fi
 
-if [ -z "$BELVEDERE_URL" ]; then
-    # Not configured on this node: the Prolog stays silent (it runs before every job).
-    [ "$MODE" = foreground ] && printf '%s: BELVEDERE_URL is not set (environment or %s)\n' \
-        "$TAG" "${BELVEDERE_DISCOVERY_CONFIG:-/etc/belvedere/discovery.env}" >&2
-    finish 2
-fi
-if ! matches "$BELVEDERE_URL" "$URL_RE"; then
-    log warning "not reporting: BELVEDERE_URL $(shown "$BELVEDERE_URL") is not an http(s):// URL"
-    finish 2
-fi
-if ! command -v curl >/dev/null 2>&1; then
-    log warning "not reporting: curl is not installed"
-    finish 2
-fi
+can_send || finish 2
 
 build_body || finish 1
 stamp_init
@@ -477,12 +292,15 @@ if [ "$FORCE" != 1 ] && stamp_is_current "$HASH"; then
     log info "$(with_notes "skipped $SUMMARY: unchanged since the last report")"
     finish 0
 fi
-read_token || finish 2
+read_token "not reporting" || finish 2
 
 if [ "$MODE" = prolog ]; then
-    spawn_background
+    # The sender is this script in --foreground mode (see spawn_background).
+    BELVEDERE_DISCOVERY_FORCE=$FORCE
+    export BELVEDERE_DISCOVERY_FORCE
+    spawn_background BELVEDERE_DISCOVERY
     exit 0
 fi
-[ "${BELVEDERE_DISCOVERY_STAGE:-}" = send ] && jitter
+[ "${BELVEDERE_DISCOVERY_STAGE:-}" = send ] && jitter "$BELVEDERE_DISCOVERY_JITTER"
 post
 finish $?

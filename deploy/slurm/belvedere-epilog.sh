@@ -25,87 +25,37 @@ export PATH LC_ALL
 umask 022
 
 TAG=belvedere-epilog
-NL='
-'
-CR=$(printf '\r')
+# The shared functions: belvedere-common.sh, next to this script (also when it is started through
+# a link, as from /etc/slurm/prolog.d/). Root sources only a file of root's that nobody else can
+# write; without one the script logs one line and exits 0, as it must never fail a job.
+COMMON=$(readlink -f -- "$0" 2>/dev/null) || COMMON=$0
+case $COMMON in */*) COMMON=${COMMON%/*}/belvedere-common.sh ;; *) COMMON=./belvedere-common.sh ;; esac
+# (Owner uid 0 and no write bits for group or others; `sh -n` first, as a syntax error while
+# sourcing would end this shell with a failure.)
+# shellcheck source=SCRIPTDIR/belvedere-common.sh
+case $(id -u):$(stat -L -c '%u:%a' "$COMMON" 2>/dev/null) in
+    0:0:*[0145][0145] | [1-9]*:*:*) sh -n "$COMMON" 2>/dev/null && . "$COMMON" ;;
+esac
+if ! command -v common_init >/dev/null 2>&1; then
+    COMMON="not running: $COMMON is missing, broken, or not root's alone (install it next to the script, owner root, mode 0644)"
+    { [ "${BELVEDERE_LOG_STDERR:-0}" != 1 ] && logger -t "$TAG" -p daemon.err -- "$COMMON" 2>/dev/null; } ||
+        printf '%s: %s\n' "$TAG" "$COMMON" >&2
+    exit 0
+fi
+common_init epilog
+job_patterns
 ENDPOINT_PATH=/api/v1/jobs/events/
 # Settings that the config file may set; anything else there is ignored (and said so).
-SETTINGS="BELVEDERE_URL BELVEDERE_TOKEN_FILE BELVEDERE_CLUSTER BELVEDERE_JOB_TOKEN_DIR
-BELVEDERE_JOB_TOKENS BELVEDERE_TIMEOUT BELVEDERE_DISCOVERY_SCRIPT BELVEDERE_LOG_STDERR
-BELVEDERE_EPILOG_JITTER"
+SETTINGS=$JOB_SETTINGS
 
-MODE=epilog
-NOTES=""        # values dropped while collecting; appended to the run's one log line
-TMP_FILES=""
-
-# ---------------------------------------------------------------------------------------------
-# Logging: one line per run (syslog when `logger` exists; stderr in tests or by hand)
-# ---------------------------------------------------------------------------------------------
-log() {  # $1: priority (info, warning, err); $2: message
-    if [ "$MODE" = print ] || [ "${BELVEDERE_LOG_STDERR:-0}" = 1 ] || ! command -v logger >/dev/null 2>&1; then
-        printf '%s: %s\n' "$TAG" "$2" >&2
-        return 0
-    fi
-    logger -t "$TAG" -p "daemon.$1" -- "$2" 2>/dev/null || printf '%s: %s\n' "$TAG" "$2" >&2
-    # An admin running the script by hand wants to see the outcome too.
-    if [ "$MODE" != epilog ] && [ -t 2 ]; then
-        printf '%s: %s\n' "$TAG" "$2" >&2
-    fi
-    return 0
-}
-
-note() {  # remember why a value was dropped; reported with the run's outcome
-    NOTES="${NOTES:+$NOTES; }$1"
-}
-
-shown() {  # a value from outside, made harmless for a log line: one line, no control
-    # characters, at most 64 characters
-    printf '%s' "$1" | head -c 64 | tr -c 'A-Za-z0-9._:/@=+,[]-' '?'
-}
-
-with_notes() {
-    if [ -n "$NOTES" ]; then printf '%s (dropped: %s)' "$1" "$NOTES"; else printf '%s' "$1"; fi
-}
-
-# shellcheck disable=SC2317  # called through the EXIT trap
-cleanup() {
-    # shellcheck disable=SC2086  # TMP_FILES holds mktemp names, which contain no blanks
-    [ -n "$TMP_FILES" ] && rm -f $TMP_FILES
-    return 0
-}
-trap cleanup EXIT
-trap 'finish 1' HUP INT TERM
-
-# The exit status of a mode: the Epilog mode always exits 0, whatever went wrong.
-finish() {  # $1: status for --foreground / --print
-    if [ "$MODE" = epilog ]; then exit 0; fi
-    exit "$1"
-}
+CONFIG_FILE=${BELVEDERE_JOBS_CONFIG:-/etc/belvedere/jobs.env}
+SHOWN_CHARS='A-Za-z0-9._:/@=+,[]-'
 
 # ---------------------------------------------------------------------------------------------
 # Validation: every value that goes into the JSON body must match a strict pattern, so the body
 # can be built by plain concatenation with no way to break out of a string.
 # ---------------------------------------------------------------------------------------------
-matches() {  # $1: value; $2: extended regex that the whole value must match
-    # grep works line by line: a value "good<newline>evil" would match on its first line, so
-    # multi-line values are refused before grep sees them.
-    case $1 in *"$NL"* | *"$CR"*) return 1 ;; esac
-    printf '%s\n' "$1" | grep -Eqx -- "$2"
-}
-
-JOB_ID_RE='[1-9][0-9]{0,11}'
-# The portal's patterns (apps/jobs/api/serializers.py): a value it would refuse would make it
-# refuse the whole event.
-CLUSTER_RE='[A-Za-z0-9_-]{1,64}'
-USER_RE='[A-Za-z0-9_.@-]{1,64}'
-PARTITION_RE='[A-Za-z0-9_.-]{1,64}'
-# A Slurm hostlist (nid[000001-000128],login01); its length is checked separately.
-HOSTLIST_RE='[]A-Za-z0-9._,[-]+'
-TOKEN_RE='[A-Za-z0-9._~+/=-]{8,256}'
-# The characters the TaskProlog accepts in BELVEDERE_JOB_TOKEN_DIR.
-DIR_RE='/[A-Za-z0-9._/-]*'
-# ']' must open a bracket expression to be literal; ERE has no escapes inside brackets.
-URL_RE='https?://[]A-Za-z0-9._~:@%!$&()*+,;=/[-]+'
+# (The patterns of the values: in belvedere-common.sh.)
 
 # ---------------------------------------------------------------------------------------------
 # Configuration: built-in defaults < /etc/belvedere/jobs.env < the process environment.
@@ -114,44 +64,6 @@ URL_RE='https?://[]A-Za-z0-9._~:@%!$&()*+,;=/[-]+'
 # by hand, and so that the background child inherits exactly the settings its parent resolved.
 # (The Prolog reads the same file.)
 # ---------------------------------------------------------------------------------------------
-load_config_file() {
-    file=${BELVEDERE_JOBS_CONFIG:-/etc/belvedere/jobs.env}
-    [ -r "$file" ] && [ -f "$file" ] || return 0
-    # Which settings the environment already gives: those the file must not change.
-    from_environment=" "
-    for name in $SETTINGS; do
-        eval "given=\${$name+set}"  # $name comes from SETTINGS, a fixed list
-        [ -n "$given" ] && from_environment="$from_environment$name "
-    done
-    while IFS= read -r line || [ -n "$line" ]; do
-        line=${line%"$CR"}
-        # Leading blanks, comments, blank lines, an optional `export `.
-        line=$(printf '%s' "$line" | sed -e 's/^[[:blank:]]*//' -e 's/^export[[:blank:]][[:blank:]]*//')
-        case $line in '' | '#'*) continue ;; esac
-        name=${line%%=*}
-        value=${line#*=}
-        if [ "$name" = "$line" ]; then
-            note "config line without '=': $(shown "$line")"
-            continue
-        fi
-        # Only a known variable name goes further: it is used in `eval` below.
-        case $name in '' | *[!A-Z0-9_]*) note "config setting $(shown "$name")"; continue ;; esac
-        case " $(printf '%s' "$SETTINGS" | tr '\n' ' ') " in
-            *" $name "*) ;;
-            *) note "unknown config setting $(shown "$name")"; continue ;;
-        esac
-        case $from_environment in *" $name "*) continue ;; esac
-        # One pair of surrounding quotes, as a shell or systemd's EnvironmentFile would accept.
-        case $value in
-            \"*\") value=${value#\"}; value=${value%\"} ;;
-            \'*\') value=${value#\'}; value=${value%\'} ;;
-        esac
-        # The value is assigned by reference: eval never expands or runs it.
-        eval "$name=\$value"
-    done <"$file"
-    return 0
-}
-
 load_config() {
     load_config_file
     : "${BELVEDERE_URL:=}"
@@ -163,14 +75,8 @@ load_config() {
     : "${BELVEDERE_LOG_STDERR:=0}"
     # (BELVEDERE_JOB_TOKENS and BELVEDERE_DISCOVERY_SCRIPT are the Prolog's; accepted here so
     # that both scripts can share one file.)
-    case $BELVEDERE_TIMEOUT in
-        '' | *[!0-9]* | 0) note "BELVEDERE_TIMEOUT $(shown "$BELVEDERE_TIMEOUT") is not a number of seconds; using 5"; BELVEDERE_TIMEOUT=5 ;;
-    esac
-    [ "$BELVEDERE_TIMEOUT" -le 60 ] || BELVEDERE_TIMEOUT=60
+    job_config_checks
     case $BELVEDERE_EPILOG_JITTER in '' | *[!0-9]*) BELVEDERE_EPILOG_JITTER=5 ;; esac
-    while :; do
-        case $BELVEDERE_JOB_TOKEN_DIR in ?*/) BELVEDERE_JOB_TOKEN_DIR=${BELVEDERE_JOB_TOKEN_DIR%/} ;; *) break ;; esac
-    done
     # The background child gets the resolved settings through its environment (see above).
     # shellcheck disable=SC2086,SC2163  # exports each variable that SETTINGS names, as intended
     export $SETTINGS
@@ -188,14 +94,14 @@ remove_job_token() {  # the job's token is of no use on this node any more; fail
     fi
     [ -e "$dir" ] || return 0
     # Only in a directory that nobody else can write, as the Prolog checks before writing.
-    mode=$(stat -c '%a' "$dir" 2>/dev/null) || mode=777
-    if [ ! -d "$dir" ] || [ -L "$dir" ] || [ ! -O "$dir" ]; then
+    if ! own_directory "$dir"; then
         note "job token directory $(shown "$dir") is a link or not ours; token file left"
         return 1
     fi
-    case $mode in
-        *[2367]? | *[2367]) note "job token directory $(shown "$dir") is writable by group or others; token file left"; return 1 ;;
-    esac
+    if writable_by_others "$(file_mode "$dir")"; then
+        note "job token directory $(shown "$dir") is writable by group or others; token file left"
+        return 1
+    fi
     # rm never follows a link; the second name is a temporary file of an interrupted Prolog.
     rm -f "$dir/job-$JOB_ID.token" "$dir/.job-$JOB_ID.token."?????? 2>/dev/null
     return 0
@@ -232,14 +138,7 @@ job_outcome() {  # sets END_STATE and END_EXIT (may be empty) from what slurmd t
 }
 
 build_body() {  # sets BODY and SUMMARY; fails (with a log line) if there is nothing to report
-    if ! matches "$JOB_ID" "$JOB_ID_RE"; then
-        log warning "$(with_notes "not reporting: SLURM_JOB_ID $(shown "$JOB_ID") is not a job id")"
-        return 1
-    fi
-    if ! matches "$BELVEDERE_CLUSTER" "$CLUSTER_RE"; then
-        log warning "$(with_notes "not reporting job $JOB_ID: cluster name $(shown "$BELVEDERE_CLUSTER") (BELVEDERE_CLUSTER, else SLURM_CLUSTER_NAME) is not a valid name")"
-        return 1
-    fi
+    job_is_known || return 1
     job_outcome
     SUMMARY="end of job $JOB_ID on $BELVEDERE_CLUSTER ($END_STATE${END_EXIT:+, exit $END_EXIT})"
     BODY="{\"cluster\":\"$BELVEDERE_CLUSTER\",\"job_id\":$JOB_ID,\"event\":\"end\""
@@ -248,22 +147,7 @@ build_body() {  # sets BODY and SUMMARY; fails (with a log line) if there is not
     if [ -n "$user" ]; then
         if matches "$user" "$USER_RE"; then BODY="$BODY,\"user\":\"$user\""; else note "SLURM_JOB_USER $(shown "$user")"; fi
     fi
-    if [ -n "${SLURM_JOB_PARTITION:-}" ]; then
-        if matches "$SLURM_JOB_PARTITION" "$PARTITION_RE"; then
-            BODY="$BODY,\"partition\":\"$SLURM_JOB_PARTITION\""
-        else
-            note "SLURM_JOB_PARTITION $(shown "$SLURM_JOB_PARTITION")"
-        fi
-    fi
-    # A node Epilog gets SLURM_NODELIST (Slurm 22.05); SLURM_JOB_NODELIST elsewhere.
-    nodes=${SLURM_JOB_NODELIST:-${SLURM_NODELIST:-}}
-    if [ -n "$nodes" ]; then
-        if [ "${#nodes}" -le 100000 ] && matches "$nodes" "$HOSTLIST_RE"; then
-            BODY="$BODY,\"nodes\":\"$nodes\""
-        else
-            note "node list $(shown "$nodes")"
-        fi
-    fi
+    add_partition_and_nodes
     BODY="$BODY,\"time\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"state\":\"$END_STATE\""
     [ -n "$END_EXIT" ] && BODY="$BODY,\"exit_code\":$END_EXIT"
     BODY="$BODY}"
@@ -273,124 +157,19 @@ build_body() {  # sets BODY and SUMMARY; fails (with a log line) if there is not
 # ---------------------------------------------------------------------------------------------
 # Sending
 # ---------------------------------------------------------------------------------------------
-first_line() {  # the first line of a readable regular file, without a trailing CR
-    [ -f "$1" ] && [ -r "$1" ] || return 1
-    IFS= read -r _first <"$1" || [ -n "$_first" ] || return 1
-    printf '%s' "${_first%"$CR"}"
-}
-
-read_token() {  # sets TOKEN; fails with a log line
-    if ! TOKEN=$(first_line "$BELVEDERE_TOKEN_FILE"); then
-        log warning "$(with_notes "not reporting $SUMMARY: token file $(shown "$BELVEDERE_TOKEN_FILE") is missing or unreadable")"
-        return 1
-    fi
-    TOKEN=$(printf '%s' "$TOKEN" | tr -d '[:blank:]')
-    if ! matches "$TOKEN" "$TOKEN_RE"; then
-        log warning "$(with_notes "not reporting $SUMMARY: token file $(shown "$BELVEDERE_TOKEN_FILE") does not hold a token")"
-        return 1
-    fi
-    return 0
-}
-
-curl_fail_option() {
-    # --fail-with-body (curl >= 7.76) keeps the portal's error text for the log line.
-    if curl --help all 2>/dev/null | grep -q -- '--fail-with-body'; then
-        printf '%s' --fail-with-body
-    else
-        printf '%s' --fail
-    fi
-}
-
-post() {  # POSTs BODY within BELVEDERE_TIMEOUT seconds in all; logs the outcome; returns
-    # curl's status (22 for HTTP >= 400)
-    url="${BELVEDERE_URL%/}$ENDPOINT_PATH"
-    errors=$(mktemp 2>/dev/null) || errors=/dev/null
-    [ "$errors" != /dev/null ] && TMP_FILES="$TMP_FILES $errors"
-    fail_option=$(curl_fail_option)
-    started=$(date +%s)
-    budget=$BELVEDERE_TIMEOUT
-    attempt=1
-    while :; do
-        # The token travels in curl's config read from stdin, never on the command line, where
-        # any user on the node could read it in `ps`. -q (first) ignores a ~/.curlrc.
-        response=$(printf 'header = "Authorization: Token %s"\n' "$TOKEN" |
-            curl -q --config - "$fail_option" --silent --show-error \
-                --max-time "$budget" --proto =http,https \
-                --user-agent "$TAG/1" \
-                --header 'Content-Type: application/json' --header 'Accept: application/json' \
-                --data-binary "$BODY" --write-out '\n%{http_code}' \
-                "$url" 2>"$errors")
-        status=$?
-        code=${response##*"$NL"}
-        case $response in *"$NL"*) answer=${response%"$NL"*} ;; *) answer="" ;; esac
-        case $code in [0-9][0-9][0-9]) ;; *) code=000 ;; esac
-        # One retry, within the same time budget, when the portal answered "try again" (all
-        # nodes of a job send their end event at about the same time).
-        case $code in
-            5?? | 429)
-                budget=$((BELVEDERE_TIMEOUT - ($(date +%s) - started)))
-                if [ "$attempt" -eq 1 ] && [ "$budget" -ge 1 ]; then
-                    attempt=2
-                    sleep 1
-                    budget=$((budget - 1))
-                    [ "$budget" -ge 1 ] && continue
-                fi
-                ;;
-        esac
-        break
-    done
-    case $code in
+post() {  # POSTs BODY within BELVEDERE_TIMEOUT seconds in all (one retry); logs the outcome;
+    # returns curl's status (22 for HTTP >= 400)
+    send 1
+    status=$?
+    case $CODE in
         2??)
             retried=""
             [ "$attempt" -gt 1 ] && retried=" (second try)"
-            log info "$(with_notes "reported $SUMMARY to $(shown "$BELVEDERE_URL"): HTTP $code$retried")"
+            log info "$(with_notes "reported $SUMMARY to $(shown "$BELVEDERE_URL"): HTTP $CODE$retried")"
             return 0
             ;;
-        000)
-            reason=$(head -c 200 "$errors" 2>/dev/null | tr -c '[:print:]' ' ')
-            log warning "$(with_notes "failed to report $SUMMARY to $(shown "$BELVEDERE_URL"): no HTTP answer (curl status $status: $reason)")"
-            ;;
-        3??)
-            log warning "$(with_notes "failed to report $SUMMARY: HTTP $code redirect from $(shown "$url") (is BELVEDERE_URL the portal's https:// address?)")"
-            [ "$status" -eq 0 ] && status=22
-            ;;
-        *)
-            detail=$(printf '%s' "$answer" | head -c 300 | tr -c '[:print:]' ' ')
-            log warning "$(with_notes "failed to report $SUMMARY to $(shown "$BELVEDERE_URL"): HTTP $code: $detail")"
-            [ "$status" -eq 0 ] && status=22
-            ;;
     esac
-    return "$status"
-}
-
-spawn_background() {
-    # slurmd kills the Epilog's whole process group as soon as the Epilog exits, so the sender
-    # must be in a session of its own *before* this script exits. `setsid cmd &` would race: the
-    # forked child may not have called setsid() yet when the group is killed. So the Epilog waits
-    # for a short first stage that setsid runs in a new session (without forking: a foreground
-    # command of a non-interactive shell is not a group leader); that stage starts the sender in
-    # the background, inside the new session, and exits at once.
-    # stdio points away from slurmd's pipes, or slurmd could wait for the sender to close them.
-    # The sender is this script in --foreground mode, with the resolved, exported settings.
-    BELVEDERE_EPILOG_FOREGROUND=1 BELVEDERE_EPILOG_STAGE=detach
-    export BELVEDERE_EPILOG_FOREGROUND BELVEDERE_EPILOG_STAGE
-    if command -v setsid >/dev/null 2>&1; then
-        setsid sh "$0" </dev/null >/dev/null 2>&1
-    else
-        # No util-linux: the sender may be killed with the Epilog's group (the sync fills in).
-        BELVEDERE_EPILOG_STAGE=send nohup sh "$0" </dev/null >/dev/null 2>&1 &
-    fi
-    return 0
-}
-
-jitter() {
-    # Every node of a job ends at the same moment: a job on the whole machine would make
-    # thousands of nodes POST in the same second; spread them out.
-    [ "$BELVEDERE_EPILOG_JITTER" -gt 0 ] || return 0
-    random=$(od -An -N2 -tu2 /dev/urandom 2>/dev/null | tr -d ' ') || random=0
-    case $random in '' | *[!0-9]*) random=0 ;; esac
-    sleep $((random % (BELVEDERE_EPILOG_JITTER + 1))) 2>/dev/null
-    return 0
+    send_failed "$status" ""
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -400,14 +179,8 @@ usage() {
     sed -n '2,17s/^# \{0,1\}//p' "$0"
 }
 
-# First stage of the background sender (see spawn_background): already in its own session; start
-# the sender there and return at once, before reading anything.
-if [ "${BELVEDERE_EPILOG_STAGE:-}" = detach ]; then
-    BELVEDERE_EPILOG_STAGE=send
-    export BELVEDERE_EPILOG_STAGE
-    sh "$0" </dev/null >/dev/null 2>&1 &
-    exit 0
-fi
+# The first stage of the background sender (see spawn_background in belvedere-common.sh).
+detach_stage BELVEDERE_EPILOG
 
 for argument in "$@"; do
     case $argument in
@@ -440,28 +213,15 @@ if [ "${BELVEDERE_EPILOG_STAGE:-}" != send ] && ! remove_job_token; then
     NOTES=""
 fi
 
-if [ -z "$BELVEDERE_URL" ]; then
-    # Not configured on this node: the Epilog stays silent (it runs after every job).
-    [ "$MODE" = foreground ] && printf '%s: BELVEDERE_URL is not set (environment or %s)\n' \
-        "$TAG" "${BELVEDERE_JOBS_CONFIG:-/etc/belvedere/jobs.env}" >&2
-    finish 2
-fi
-if ! matches "$BELVEDERE_URL" "$URL_RE"; then
-    log warning "not reporting: BELVEDERE_URL $(shown "$BELVEDERE_URL") is not an http(s):// URL"
-    finish 2
-fi
-if ! command -v curl >/dev/null 2>&1; then
-    log warning "not reporting: curl is not installed"
-    finish 2
-fi
+can_send || finish 2
 
 build_body || finish 1
-read_token || finish 2
+read_token "not reporting $SUMMARY" || finish 2
 
 if [ "$MODE" = epilog ]; then
-    spawn_background
+    spawn_background BELVEDERE_EPILOG
     exit 0
 fi
-[ "${BELVEDERE_EPILOG_STAGE:-}" = send ] && jitter
+[ "${BELVEDERE_EPILOG_STAGE:-}" = send ] && jitter "$BELVEDERE_EPILOG_JITTER"
 post
 finish $?
