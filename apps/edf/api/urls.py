@@ -1,8 +1,8 @@
-"""REST endpoints of the edf app, mounted under /api/v1/edf/."""
-from rest_framework.routers import SimpleRouter
+"""REST endpoints of the EDF app, mounted under /api/v1/edf/."""
+from django.urls import path
+
+from .views import EdfValidateView
 
 app_name = "edf-api"
 
-router = SimpleRouter()
-
-urlpatterns = [*router.urls]
+urlpatterns = [path("validate/", EdfValidateView.as_view(), name="validate")]

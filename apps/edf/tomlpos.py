@@ -1,0 +1,243 @@
+"""Where each key and value of a TOML document starts, by key path.
+
+Python's ``tomllib`` is the judge of whether a text is TOML (strict TOML 1.0, with a line and
+column for every syntax error), but it forgets where values came from. This scanner walks the same
+text once more and records, for every key path, the position of the key and of its value; array
+elements get the path plus their index. It is lenient: on text that is not TOML it records what
+it can and stops, so positions of the part before a syntax error are still known.
+
+Lines and columns are 1-based, columns count characters.
+"""
+from __future__ import annotations
+
+import bisect
+import tomllib
+from dataclasses import dataclass, field
+
+Path = tuple  # of str keys and int array indices
+
+_BARE_KEY = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_SCALAR_END = set(",]}#\n\r")
+
+
+class _Stop(Exception):
+    """The text stops being TOML here; keep what was recorded."""
+
+
+@dataclass
+class Positions:
+    keys: dict = field(default_factory=dict)  # path -> (line, column) of the key or table header
+    values: dict = field(default_factory=dict)  # path -> (line, column) of the value
+    tables: dict = field(default_factory=dict)  # path -> [(line, column), ...] of each [table] header
+
+    def of(self, path, *, key: bool = False) -> tuple[int, int]:
+        """Best position for ``path``: its value (or key), else the nearest recorded ancestor, else 1:1."""
+        path = tuple(path)
+        while path:
+            first, second = (self.keys, self.values) if key else (self.values, self.keys)
+            if path in first:
+                return first[path]
+            if path in second:
+                return second[path]
+            path = path[:-1]
+        return (1, 1)
+
+
+def scan(text: str) -> Positions:
+    scanner = _Scanner(text)
+    try:
+        scanner.document()
+    except (_Stop, IndexError, tomllib.TOMLDecodeError):
+        pass
+    return scanner.positions
+
+
+class _Scanner:
+    def __init__(self, text: str):
+        self.text = text
+        self.n = len(text)
+        self.i = 0
+        self.positions = Positions()
+        self._line_starts = [0] + [index + 1 for index, char in enumerate(text) if char == "\n"]
+        self._array_of_tables: dict = {}
+
+    def where(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self._line_starts, offset)
+        return line, offset - self._line_starts[line - 1] + 1
+
+    def peek(self, k: int = 0) -> str:
+        j = self.i + k
+        return self.text[j] if j < self.n else ""
+
+    def skip_blank(self, newlines: bool) -> None:
+        while self.i < self.n:
+            char = self.text[self.i]
+            if char in " \t" or (newlines and char in "\r\n"):
+                self.i += 1
+            elif char == "#" and newlines:
+                while self.i < self.n and self.text[self.i] != "\n":
+                    self.i += 1
+            else:
+                return
+
+    def skip_to_line_end(self) -> None:
+        self.skip_blank(newlines=False)
+        if self.peek() == "#":
+            while self.i < self.n and self.text[self.i] != "\n":
+                self.i += 1
+
+    def document(self) -> None:
+        current: Path = ()
+        while True:
+            self.skip_blank(newlines=True)
+            if self.i >= self.n:
+                return
+            start = self.i
+            if self.peek() == "[":
+                aot = self.peek(1) == "["
+                self.i += 2 if aot else 1
+                path = self.key()
+                self.skip_blank(newlines=False)
+                closing = "]]" if aot else "]"
+                if not self.text.startswith(closing, self.i):
+                    raise _Stop
+                self.i += len(closing)
+                if aot:
+                    index = self._array_of_tables.get(path, -1) + 1
+                    self._array_of_tables[path] = index
+                    current = path + (index,)
+                else:
+                    current = path
+                self.positions.keys.setdefault(current, self.where(start))
+                self.positions.tables.setdefault(current, []).append(self.where(start))
+                for depth in range(1, len(path)):
+                    self.positions.keys.setdefault(path[:depth], self.where(start))
+            else:
+                self.key_value(current)
+            self.skip_to_line_end()
+
+    def key_value(self, table: Path) -> None:
+        start = self.i
+        parts = self.key()
+        self.skip_blank(newlines=False)
+        if self.peek() != "=":
+            raise _Stop
+        self.i += 1
+        self.skip_blank(newlines=False)
+        full = table + parts
+        for depth in range(len(table) + 1, len(full) + 1):
+            self.positions.keys.setdefault(full[:depth], self.where(start))
+        self.value(full)
+
+    def key(self) -> Path:
+        parts = []
+        while True:
+            self.skip_blank(newlines=False)
+            char = self.peek()
+            if char == '"':
+                parts.append(self._decode(self._basic_string_end(self.i), key=True))
+            elif char == "'":
+                end = self.text.find("'", self.i + 1)
+                if end < 0:
+                    raise _Stop
+                parts.append(self.text[self.i + 1:end])
+                self.i = end + 1
+            else:
+                start = self.i
+                while self.i < self.n and self.text[self.i] in _BARE_KEY:
+                    self.i += 1
+                if self.i == start:
+                    raise _Stop
+                parts.append(self.text[start:self.i])
+            self.skip_blank(newlines=False)
+            if self.peek() != ".":
+                return tuple(parts)
+            self.i += 1
+
+    def _basic_string_end(self, start: int) -> int:
+        j = start + 1
+        while j < self.n:
+            char = self.text[j]
+            if char == "\\":
+                j += 2
+                continue
+            if char == '"':
+                return j + 1
+            if char == "\n":
+                raise _Stop
+            j += 1
+        raise _Stop
+
+    def _decode(self, end: int, key: bool = False) -> str:
+        raw = self.text[self.i:end]
+        self.i = end
+        return tomllib.loads(f"k = {raw}")["k"] if key else raw
+
+    def value(self, path: Path) -> None:
+        self.positions.values.setdefault(path, self.where(self.i))
+        text, i = self.text, self.i
+        if text.startswith('"""', i) or text.startswith("'''", i):
+            quote = text[i:i + 3]
+            j = i + 3
+            while True:
+                if j >= self.n:
+                    raise _Stop
+                if quote == '"""' and text[j] == "\\":
+                    j += 2
+                    continue
+                if text.startswith(quote, j):
+                    j += 3
+                    # A closing delimiter may be preceded inside the string by up to two quotes.
+                    extra = 0
+                    while j < self.n and text[j] == quote[0] and extra < 2:
+                        j += 1
+                        extra += 1
+                    self.i = j
+                    return
+                j += 1
+        if text.startswith('"', i):
+            self.i = self._basic_string_end(i)
+            return
+        if text.startswith("'", i):
+            end = text.find("'", i + 1)
+            if end < 0:
+                raise _Stop
+            self.i = end + 1
+            return
+        if text.startswith("[", i):
+            self.i += 1
+            index = 0
+            while True:
+                self.skip_blank(newlines=True)
+                if self.peek() == "]":
+                    self.i += 1
+                    return
+                if self.i >= self.n:
+                    raise _Stop
+                self.value(path + (index,))
+                index += 1
+                self.skip_blank(newlines=True)
+                if self.peek() == ",":
+                    self.i += 1
+                elif self.peek() != "]":
+                    raise _Stop
+        if text.startswith("{", i):
+            self.i += 1
+            while True:
+                self.skip_blank(newlines=False)
+                if self.peek() == "}":
+                    self.i += 1
+                    return
+                if self.i >= self.n:
+                    raise _Stop
+                self.key_value(path)
+                self.skip_blank(newlines=False)
+                if self.peek() == ",":
+                    self.i += 1
+                elif self.peek() != "}":
+                    raise _Stop
+        start = self.i
+        while self.i < self.n and text[self.i] not in _SCALAR_END:
+            self.i += 1
+        if self.i == start:
+            raise _Stop
