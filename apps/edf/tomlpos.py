@@ -102,6 +102,7 @@ class _Scanner:
                 if not self.text.startswith(closing, self.i):
                     raise _Stop
                 self.i += len(closing)
+                path = self._in_arrays(path[:-1]) + path[-1:]  # [a.b] after [[a]]: b of a's last element
                 if aot:
                     index = self._array_of_tables.get(path, -1) + 1
                     self._array_of_tables[path] = index
@@ -115,6 +116,15 @@ class _Scanner:
             else:
                 self.key_value(current)
             self.skip_to_line_end()
+
+    def _in_arrays(self, path: Path) -> Path:
+        """The path with the index of the current element after each array of tables it goes through."""
+        out: Path = ()
+        for part in path:
+            out += (part,)
+            if out in self._array_of_tables:
+                out += (self._array_of_tables[out],)
+        return out
 
     def key_value(self, table: Path) -> None:
         start = self.i

@@ -672,6 +672,9 @@ def _parse(text: str) -> tuple[dict | None, Finding | None]:
         return tomllib.loads(text), None
     except tomllib.TOMLDecodeError as exc:
         return None, _syntax_finding(text, exc)
+    except RecursionError:  # tomllib recurses once per level of nested arrays / inline tables
+        return None, Finding(ERROR, 1, 1, "", "TOML: arrays or inline tables are nested too deeply to read",
+                             "An EDF needs at most two levels of brackets.", "toml-syntax")
 
 
 def _syntax_finding(text: str, exc: tomllib.TOMLDecodeError) -> Finding:
@@ -683,9 +686,9 @@ def _syntax_finding(text: str, exc: tomllib.TOMLDecodeError) -> Finding:
     else:
         line = text.count("\n") + 1
         column = len(text.rsplit("\n", 1)[-1]) + 1
-    twice = re.match(r"Cannot declare \((.*)\) twice", message)
+    twice = re.match(r"Cannot (?:declare \((.*)\) twice|redefine namespace \((.*)\))", message)
     if twice:
-        names = re.findall(r"'((?:[^'\\]|\\.)*)'", twice.group(1))
+        names = re.findall(r"'((?:[^'\\]|\\.)*)'", twice.group(1) or twice.group(2))
         table = path_text(tuple(names))
         earlier = tomlpos.scan(text).keys.get(tuple(names))
         where = f" (first at line {earlier[0]})" if earlier and earlier[0] != line else ""
@@ -851,6 +854,11 @@ def _merged_checks(checker: _Checker, top: _File, merged: dict, origin: dict, ha
                 return candidate
         return ("base_environment",) if has_bases else ()
 
+    def advise(rule, path, message, hint):
+        """Advice (info) about values this file only inherits belongs to the base that sets them."""
+        if not (has_bases and path == ("base_environment",)):
+            checker.add(rule, INFO, path, message, hint)
+
     annotations = merged["annotations"]
     image_ref = None
     if merged["image"]:
@@ -868,7 +876,7 @@ def _merged_checks(checker: _Checker, top: _File, merged: dict, origin: dict, ha
                         f"the {'SSH' if hook == 'ssh' else 'CUDA MPS'} hook needs a writable container, but writable = false",
                         "Set writable = true (the default) or switch the hook off.")
     if annotations.get("com.hooks.ssh.enabled") == "true":
-        checker.add("ssh-needs-pty", INFO, where(_annotation_path(own, "com.hooks.ssh.enabled")),
+        advise("ssh-needs-pty", where(_annotation_path(own, "com.hooks.ssh.enabled")),
                     "the SSH hook serves only while the step runs: start it with srun --pty",
                     "e.g. srun --environment=NAME --pty bash, then ssh -p 15263 from a login node.")
 
@@ -885,12 +893,13 @@ def _merged_checks(checker: _Checker, top: _File, merged: dict, origin: dict, ha
                         f'aws_ofi_nccl.variant = "{variant}" but the image is built for CUDA {major}',
                         f'Use "cuda{major}" if the plugin offers it, or the dynamically linked "cuda-dl".')
     elif variant == "cuda-dl":
-        checker.add("variant-cuda-dl", INFO, where(variant_path),
+        advise("variant-cuda-dl", where(variant_path),
                     "the cuda-dl plugin loads libcudart.so from the image",
                     "NGC images have it; minimal images may need a libcudart.so symlink.")
 
-    if image_ref is not None and is_ngc_dl_image(image_ref) and "com.hooks.aws_ofi_nccl.enabled" not in annotations:
-        checker.add("nccl-hook", INFO, where(("image",)),
+    if (image_ref is not None and is_ngc_dl_image(image_ref) and not is_extended_image(image_ref)
+            and "com.hooks.aws_ofi_nccl.enabled" not in annotations):
+        advise("nccl-hook", where(("image",)),
                     "NCCL in this image talks over Slingshot at full speed only with the AWS OFI NCCL hook",
                     'Add com.hooks.aws_ofi_nccl.enabled = "true" and variant = "cuda-dl" under [annotations].')
     if image_ref is not None and is_extended_image(image_ref):
@@ -907,11 +916,11 @@ def _merged_checks(checker: _Checker, top: _File, merged: dict, origin: dict, ha
                         'Add com.hooks.cxi.enabled = "false" under [annotations] and ENROOT_SLURM_HOOK = "0" under [env].')
     if image_ref is not None and re.search(r"opensuse|(^|/)sles|suse/", image_ref.repository):
         if merged["entrypoint"] is not True and merged["env"].get("ENROOT_LOGIN_SHELL") != "no":
-            checker.add("opensuse-image", INFO, where(("image",)),
+            advise("opensuse-image", where(("image",)),
                         "in openSUSE images PATH differs unless the entrypoint or login shell sets it up",
                         'Set entrypoint = true, or ENROOT_LOGIN_SHELL = "no" under [env].')
     if merged["entrypoint"] is None and merged["image"]:
-        checker.add("entrypoint-implicit", INFO, where(("image",)),
+        advise("entrypoint-implicit", where(("image",)),
                     "entrypoint is not set: it defaults to false (the documentation said true until 2025-09)",
                     "Write entrypoint = false (or true) so the file means the same everywhere.")
 

@@ -58,3 +58,45 @@ def test_cli_finds_base_environments_next_to_the_file(tmp_path):
     child = tmp_path / "child.toml"
     child.write_text('base_environment = "base"\nworkdir = "/tmp"\n')
     call_command("validate_edf", str(child), stdout=io.StringIO())  # no SystemExit: valid with its base
+
+
+def run_cli(*args, cwd=None):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, "-m", "apps.edf.cli", *map(str, args)], cwd=cwd or root,
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
+
+
+def test_standalone_cli_runs_without_django_as_a_pre_commit_hook_would(tmp_path):
+    good, bad, latin = tmp_path / "good.toml", tmp_path / "bad.toml", tmp_path / "latin.toml"
+    good.write_text(GOOD)
+    bad.write_text(BAD)
+    latin.write_bytes('image = "caf\xe9"\n'.encode("latin-1"))
+    ok = run_cli(good)
+    assert ok.returncode == 0 and ": error: " not in ok.stdout and ok.stderr == ""
+    failing = run_cli(good, bad, "--quiet")
+    assert failing.returncode == 1
+    assert failing.stdout.splitlines() == [line for line in failing.stdout.splitlines() if line.startswith(f"{bad}:") and ": error: " in line]
+    assert {line.split(":")[1] for line in failing.stdout.splitlines()} == {"2", "3"}
+    encoding = run_cli(latin)
+    assert encoding.returncode == 1 and encoding.stdout.startswith(f"{latin}:1:13: error: not UTF-8 text (byte 0xe9)")
+    missing = run_cli(tmp_path / "absent.toml")
+    assert missing.returncode == 1 and "absent.toml:1:1: error: no such file" in missing.stdout
+    usage = run_cli()
+    assert usage.returncode == 2 and "usage: validate_edf" in usage.stderr
+
+
+def test_cli_search_path_resolves_bases_from_edf_path(tmp_path):
+    library, work = tmp_path / "edf", tmp_path / "work"
+    library.mkdir()
+    work.mkdir()
+    (library / "base.toml").write_text('image = "library/ubuntu:24.04"\nwritable = false\n')
+    child = work / "child.toml"
+    child.write_text('base_environment = "base"\n[annotations]\ncom.hooks.ssh.enabled = "true"\n')
+    unresolved = run_cli(child)
+    assert unresolved.returncode == 0 and "[base-unresolved]" in unresolved.stdout
+    resolved = run_cli(child, "--search-path", library)
+    assert resolved.returncode == 1 and "[hook-needs-writable]" in resolved.stdout and "[base-unresolved]" not in resolved.stdout

@@ -10,6 +10,7 @@ as an EDF or a log. Raise :class:`InputError` to report positioned problems.
 from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -74,7 +75,10 @@ def api_exception_handler(exc, context):
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
-        exc = exceptions.PermissionDenied()
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, DjangoValidationError):
+        # Services raise Django's ValidationError so forms and the API share one rule set.
+        exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -1,18 +1,13 @@
-"""python manage.py validate_edf FILE... — check EDFs like a compiler; usable as a pre-commit hook.
-
-Prints ``file:line:col: severity: message [rule]`` (and the hint on the next line), exits 1 when
-any file has an error, 0 otherwise (warnings do not fail).
-"""
+"""python manage.py validate_edf FILE... — the EDF checker of apps.edf.cli as a management command."""
 import os
-from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.edf.validator import validate
+from apps.edf.cli import check_files
 
 
 class Command(BaseCommand):
-    help = "Validate EDF files; exit status 1 if any has an error."
+    help = "Validate EDF files like a compiler (file:line:col: severity: message); exit status 1 if any has an error."
 
     def add_arguments(self, parser):
         parser.add_argument("files", nargs="+", help="EDF (.toml) files")
@@ -22,30 +17,8 @@ class Command(BaseCommand):
         parser.add_argument("--quiet", action="store_true", help="print errors only")
 
     def handle(self, *args, files, search_path, quiet, **options):
-        failed = False
-        for name in files:
-            path = Path(name)
-            if not path.is_file():
-                raise CommandError(f"{name}: no such file")
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                self.stdout.write(f"{name}:1:1: error: not UTF-8 text (byte {exc.start}) [encoding]")
-                failed = True
-                continue
-            folders = [Path(folder) for folder in search_path.split(":") if folder] + [path.parent]
-            bases = {}
-            for folder in folders:
-                for candidate in sorted(folder.glob("*.toml")):
-                    if candidate.resolve() != path.resolve():
-                        bases.setdefault(candidate.stem, candidate.read_text(encoding="utf-8", errors="replace"))
-            result = validate(text, base_environments=bases)
-            for finding in result.findings:
-                if quiet and finding.severity != "error":
-                    continue
-                self.stdout.write(f"{name}:{finding.line}:{finding.column}: {finding.severity}: {finding.message} [{finding.rule}]")
-                if finding.hint and not quiet:
-                    self.stdout.write(f"    hint: {finding.hint}")
-            failed = failed or not result.valid
-        if failed:
+        missing = [name for name in files if not os.path.isfile(name)]
+        if missing:
+            raise CommandError(f"{missing[0]}: no such file")
+        if check_files(files, search_path=search_path, quiet=quiet, out=self.stdout):
             raise SystemExit(1)
