@@ -9,6 +9,7 @@ id of the rule that produced it (``RULES``). Plain Python: no Django.
 """
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 import tomllib
@@ -198,10 +199,10 @@ def expand(value: str, env: dict[str, str]) -> tuple[str, list[str]]:
             if end > 0:
                 name, sep, default = value[i + 2:end].partition(":-")
                 if _NAME.fullmatch(name):
-                    if name in env:
+                    if sep and not env.get(name):
+                        out.append(default)  # as in the shell: unset or empty takes the default
+                    elif name in env:
                         out.append(env[name])
-                    elif sep:
-                        out.append(default)
                     else:
                         missing.append(name)
                         out.append(value[i:end + 1])
@@ -370,8 +371,14 @@ class _Checker:
     def wrong_type(self, key: str, value, kinds) -> None:
         wanted = " or ".join(f"a {kind}" if kind != ARRAY else "an array" for kind in kinds)
         hint = None
-        if BOOLEAN in kinds and isinstance(value, str) and value.lower() in ("true", "false"):
-            hint = f"Write {key} = {value.lower()} without quotes: it is a boolean."
+        if BOOLEAN in kinds and isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            hint = f"Write {key} = {value.strip().lower()} without quotes: it is a boolean."
+        elif BOOLEAN in kinds and isinstance(value, str) and value.strip().lower() in ("yes", "on", "1", "y", "enabled"):
+            hint = f"Write {key} = true (no quotes): TOML booleans are true and false."
+        elif BOOLEAN in kinds and isinstance(value, str) and value.strip().lower() in ("no", "off", "0", "n", "disabled"):
+            hint = f"Write {key} = false (no quotes): TOML booleans are true and false."
+        elif BOOLEAN in kinds:
+            hint = f"Write {key} = true or {key} = false, without quotes."
         elif STRING in kinds and kind_of(value) in (BOOLEAN, "number"):
             hint = f"Quote it: {key} = {_toml_literal(_toml_literal(value) if isinstance(value, bool) else str(value))}"
         elif key == "mounts" and isinstance(value, str):
@@ -604,7 +611,7 @@ class _Checker:
                 self.add("annotation-value", WARNING, path, f"{flat} = \"{item}\" does not look like a release",
                          'Use "latest" or a release such as "26.05.1".')
         elif spec.kind == "path":
-            if re.match(r"(ssh-(rsa|ed25519|dss)|ecdsa-sha2-|sk-(ssh|ecdsa))", item) or " " in item.strip():
+            if re.match(r"(ssh-(rsa|ed25519|dss)|ecdsa-sha2-|sk-(ssh|ecdsa))", item) or re.search(r"\s", item.strip()):
                 self.add("ssh-key-text", ERROR, path, f"{flat} holds key text; it takes the path of the public-key file",
                          'Write the path, e.g. "${HOME}/.ssh/container_key.pub".')
             elif not item.startswith(("/", "${", "$")):
@@ -643,10 +650,13 @@ def _flatten_annotations(value: dict, prefix=("annotations",)) -> dict:
     out = {}
     for key, item in value.items():
         path = prefix + (key,)
-        if isinstance(item, dict) and item:
+        flat = ".".join(path[1:])
+        if isinstance(item, dict) and not item:
+            continue  # an empty table sets nothing
+        if isinstance(item, dict) and flat not in ANNOTATIONS:
             out.update(_flatten_annotations(item, path))
         else:
-            out[".".join(path[1:])] = (path, item)
+            out[flat] = (path, item)
     return out
 
 
@@ -688,7 +698,11 @@ def _syntax_finding(text: str, exc: tomllib.TOMLDecodeError) -> Finding:
         column = len(text.rsplit("\n", 1)[-1]) + 1
     twice = re.match(r"Cannot (?:declare \((.*)\) twice|redefine namespace \((.*)\))", message)
     if twice:
-        names = re.findall(r"'((?:[^'\\]|\\.)*)'", twice.group(1) or twice.group(2))
+        try:
+            inner = (twice.group(1) or twice.group(2)).rstrip().rstrip(",")
+            names = [str(n) for n in ast.literal_eval("(" + inner + ",)")]
+        except (ValueError, SyntaxError):
+            names = []
         table = path_text(tuple(names))
         earlier = tomlpos.scan(text).keys.get(tuple(names))
         where = f" (first at line {earlier[0]})" if earlier and earlier[0] != line else ""
@@ -864,7 +878,7 @@ def _merged_checks(checker: _Checker, top: _File, merged: dict, origin: dict, ha
     if merged["image"]:
         ref, error, _ = parse_image(merged["image"])
         image_ref = None if error else ref
-    elif not any(f.rule in ("image-syntax",) for f in checker.findings):
+    elif not any(f.rule in ("image-syntax", "base-cycle", "base-depth", "base-invalid") for f in checker.findings):
         checker.add("image-missing", WARNING, where(("image",)),
                     "no image: srun --environment will run the job outside any container",
                     'Set image = "REGISTRY#IMAGE:TAG" (or inherit one with base_environment).')
@@ -919,7 +933,7 @@ def _merged_checks(checker: _Checker, top: _File, merged: dict, origin: dict, ha
             advise("opensuse-image", where(("image",)),
                         "in openSUSE images PATH differs unless the entrypoint or login shell sets it up",
                         'Set entrypoint = true, or ENROOT_LOGIN_SHELL = "no" under [env].')
-    if merged["entrypoint"] is None and merged["image"]:
+    if merged["entrypoint"] is None and image_ref is not None:
         advise("entrypoint-implicit", where(("image",)),
                     "entrypoint is not set: it defaults to false (the documentation said true until 2025-09)",
                     "Write entrypoint = false (or true) so the file means the same everywhere.")
