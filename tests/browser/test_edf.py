@@ -128,3 +128,49 @@ def test_history_shows_the_diff_between_versions(live_server, page, screenshot, 
     assert "newer ubuntu" in page.locator("table.edf-versions").inner_text()
     screenshot(page, "edf-history")
     assert page.problems.take() == []
+
+
+def test_completion_offers_annotations_and_their_values(live_server, page, screenshot, team):
+    log_in(page, live_server.url, "alice", "/edf/new/?template=minimal")
+    page.wait_for_selector("#edf-editor .cm-content")
+    expect(page.locator("#edf-status")).to_have_text(re.compile("^valid"), timeout=10_000)
+    editor_lines(page).last.click()
+    page.keyboard.type("[annotations]\n")
+    page.keyboard.type("com.hooks.ss")
+    page.keyboard.press("Control+Space")
+    options = page.locator(".cm-tooltip-autocomplete li")
+    expect(options.first).to_be_visible(timeout=5_000)
+    labels = options.all_inner_texts()
+    assert any(label.startswith("com.hooks.ssh.enabled") for label in labels), labels
+    assert any(label.startswith("com.hooks.ssh.authorize_ssh_key") for label in labels), labels
+    page.keyboard.type("h.en")  # narrow the list to enabled
+    expect(options.first).to_contain_text("com.hooks.ssh.enabled")
+    page.wait_for_timeout(200)  # CodeMirror ignores Enter for 75 ms after the list opens (interactionDelay)
+    page.keyboard.press("Enter")
+    assert editor_lines(page).last.inner_text() == 'com.hooks.ssh.enabled = "'
+    page.keyboard.press("Control+Space")
+    expect(page.locator(".cm-tooltip-autocomplete li").first).to_be_visible(timeout=5_000)
+    values = page.locator(".cm-tooltip-autocomplete li").all_inner_texts()
+    assert sorted(v.strip() for v in values) == ['"false"', '"true"'], values
+    screenshot(page, "edf-completion")
+
+
+def test_demo_chain_resolves_in_the_editor(live_server, page, screenshot, transactional_db):
+    from django.core.management import call_command
+
+    call_command("demo", stdout=open("/dev/null", "w"))
+    page.goto(f"{live_server.url}/accounts/login/?next=/edf/demo/megatron-debug/")
+    page.get_by_label("Username").fill("demo")
+    page.get_by_label("Password").fill("belvedere-demo")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/edf/demo/megatron-debug/")
+    page.get_by_role("tab", name="Resolved").click()
+    resolved = page.locator("#edf-resolved")
+    expect(resolved).to_contain_text("Chain: alps-base → megatron → megatron-debug", timeout=5_000)
+    expect(resolved).to_contain_text("/capstor/scratch/cscs/demo/datasets/pile.sqsh:/data:sqsh")
+    screenshot(page, "edf-demo-resolved")
+    page.get_by_role("tab", name="Use it").click()
+    assert "srun --environment=megatron-debug --pty bash" in page.locator("#snippet-srun").inner_text()
+    page.goto(f"{live_server.url}/edf/")
+    screenshot(page, "edf-index-demo")
+    assert page.problems.take() == []
