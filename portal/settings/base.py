@@ -304,6 +304,12 @@ READYZ_PING_QUEUE = env("READYZ_PING_QUEUE", default="celery")
 # store, each a dotted backend class plus options.
 # ---------------------------------------------------------------------------------------------
 TELEMETRY_BACKEND = env("TELEMETRY_BACKEND", default="embedded")
+# Limits of POST /api/v1/telemetry/samples/: bytes as sent, bytes once gunzipped, samples per request;
+# and rows per GET /api/v1/telemetry/series/ answer.
+TELEMETRY_MAX_BODY_BYTES = env.int("TELEMETRY_MAX_BODY_BYTES", default=32 * 1024 * 1024)
+TELEMETRY_MAX_UNPACKED_BYTES = env.int("TELEMETRY_MAX_UNPACKED_BYTES", default=256 * 1024 * 1024)
+TELEMETRY_MAX_SAMPLES_PER_REQUEST = env.int("TELEMETRY_MAX_SAMPLES_PER_REQUEST", default=1_000_000)
+TELEMETRY_MAX_SERIES_ROWS = env.int("TELEMETRY_MAX_SERIES_ROWS", default=200_000)
 ELASTICSEARCH_URL = env("ELASTICSEARCH_URL", default="")
 TELEMETRY_BACKENDS = {
     "default": {

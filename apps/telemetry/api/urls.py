@@ -1,8 +1,11 @@
 """REST endpoints of the telemetry app, mounted under /api/v1/telemetry/."""
-from rest_framework.routers import SimpleRouter
+from django.urls import path
+
+from . import views
 
 app_name = "telemetry-api"
 
-router = SimpleRouter()
-
-urlpatterns = [*router.urls]
+urlpatterns = [
+    path("samples/", views.SampleIngestView.as_view(), name="samples"),
+    path("series/", views.SeriesView.as_view(), name="series"),
+]

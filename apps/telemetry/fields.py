@@ -1,0 +1,194 @@
+"""The DCGM field registry: numeric ids, current (DCGM 4.6) and legacy names, units and meaning,
+``dcgmi dmon`` column tags, and the NVML GPM metric that gives the same value (with its conversion).
+
+Numeric ids are what Belvedere stores: they are stable across DCGM versions, while DCGM 4.6
+renamed most fields (``DCGM_FI_PROF_SM_ACTIVE`` became ``DCGM_FI_PROF_SM_UTIL_RATIO``, both 1002)
+and exporters still print the old names. ``lookup`` accepts either name, the id, or a dmon tag.
+Facts: docs/reference dcgm-saturation.md §1–§3. Plain Python.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Units as stored (DCGM's units; GPM values are converted on the way in).
+RATIO, PERCENT, BYTES_PER_S, MHZ, WATTS, MILLIJOULES, CELSIUS, MIB, COUNT, BITMASK, NANOSECONDS, CODE, FLAG = (
+    "ratio", "percent", "bytes/s", "MHz", "W", "mJ", "°C", "MiB", "count", "bitmask", "ns", "code", "flag")
+
+MIB_PER_S = 1024 * 1024  # GPM reports MiB/s; DCGM multiplies by 2^20 to give bytes/s
+PERCENT_TO_RATIO = 0.01
+
+
+@dataclass(frozen=True)
+class Field:
+    id: int
+    name: str  # DCGM 4.6 name
+    legacy: str | None  # the name up to DCGM 4.5 when 4.6 renamed it (exporters still print it)
+    unit: str
+    kind: str  # "gauge" (a level or an interval average) or "counter" (monotonic: use differences)
+    group: str  # "profiling" or "device"
+    meaning: str
+    dmon: str | None = None  # column tag printed by dcgmi dmon
+    gpm: int | None = None  # NVML GPM metric id with the same meaning
+    gpm_scale: float = 1.0  # GPM value x gpm_scale = value in ``unit``
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name,) if not self.legacy else (self.name, self.legacy)
+
+    @property
+    def display_name(self) -> str:
+        """The name people know from exporters and dashboards: the legacy one where there is one."""
+        return self.legacy or self.name
+
+
+def _p(id_, old, new, unit, dmon, gpm, meaning, kind="gauge"):
+    """A profiling field; ``new`` None means 4.6 kept the old name."""
+    scale = PERCENT_TO_RATIO if unit == RATIO else MIB_PER_S if unit == BYTES_PER_S else 1.0
+    return Field(id_, new or old, old if new else None, unit, kind, "profiling", meaning, dmon, gpm, scale)
+
+
+def _d(id_, old, new, unit, dmon, meaning, kind="gauge"):
+    return Field(id_, new or old, old if new else None, unit, kind, "device", meaning, dmon)
+
+
+_PROF = "DCGM_FI_PROF_"
+_DEV = "DCGM_FI_DEV_"
+
+_FIELDS: list[Field] = [
+    # --- profiling (DCP); on Hopper computed from NVML GPM, all at once, interval >= 100 ms -------
+    _p(1001, _PROF + "GR_ENGINE_ACTIVE", _PROF + "GR_ENGINE_UTIL_RATIO", RATIO, "GRACT", 1,
+       "Fraction of time the graphics/compute engine was busy (time-based, averaged over the interval)."),
+    _p(1002, _PROF + "SM_ACTIVE", _PROF + "SM_UTIL_RATIO", RATIO, "SMACT", 2,
+       "Fraction of cycles an SM had at least one warp resident, averaged over all SMs (stalled warps count)."),
+    _p(1003, _PROF + "SM_OCCUPANCY", _PROF + "SM_OCCUPANCY_RATIO", RATIO, "SMOCC", 3,
+       "Resident warps / maximum warps per SM, averaged over cycles."),
+    _p(1004, _PROF + "PIPE_TENSOR_ACTIVE", _PROF + "TENSOR_UTIL_RATIO", RATIO, "TENSO", 5,
+       "Fraction of cycles any tensor pipe was active (Hopper: HMMA + IMMA + DMMA)."),
+    _p(1005, _PROF + "DRAM_ACTIVE", _PROF + "DRAM_UTIL_RATIO", RATIO, "DRAMA", 10,
+       "Fraction of cycles the HBM interface was sending or receiving; about 0.8 is the practical maximum."),
+    _p(1006, _PROF + "PIPE_FP64_ACTIVE", _PROF + "FP64_UTIL_RATIO", RATIO, "FP64A", 11,
+       "Fraction of cycles the FP64 (non-tensor) pipe was active."),
+    _p(1007, _PROF + "PIPE_FP32_ACTIVE", _PROF + "FP32_UTIL_RATIO", RATIO, "FP32A", 12,
+       "Fraction of cycles the FMA (FP32) pipe was active."),
+    _p(1008, _PROF + "PIPE_FP16_ACTIVE", _PROF + "FP16_UTIL_RATIO", RATIO, "FP16A", 13,
+       "Fraction of cycles the FP16 non-tensor pipe was active."),
+    _p(1009, _PROF + "PCIE_TX_BYTES", None, BYTES_PER_S, "PCITX", 20,
+       "PCIe bytes sent by the GPU per second (header + payload), averaged over the interval."),
+    _p(1010, _PROF + "PCIE_RX_BYTES", None, BYTES_PER_S, "PCIRX", 21,
+       "PCIe bytes received by the GPU per second."),
+    _p(1011, _PROF + "NVLINK_TX_BYTES", None, BYTES_PER_S, "NVLTX", 61,
+       "NVLink bytes sent per second, all links."),
+    _p(1012, _PROF + "NVLINK_RX_BYTES", None, BYTES_PER_S, "NVLRX", 60,
+       "NVLink bytes received per second, all links."),
+    _p(1013, _PROF + "PIPE_TENSOR_IMMA_ACTIVE", _PROF + "TENSOR_IMMA_UTIL_RATIO", RATIO, "TIMMA", 9,
+       "Fraction of cycles the integer tensor pipe was active."),
+    _p(1014, _PROF + "PIPE_TENSOR_HMMA_ACTIVE", _PROF + "TENSOR_HMMA_UTIL_RATIO", RATIO, "THMMA", 7,
+       "Fraction of cycles the half/BF16/TF32/FP8 tensor pipe was active."),
+    _p(1015, _PROF + "PIPE_TENSOR_DFMA_ACTIVE", _PROF + "TENSOR_DFMA_UTIL_RATIO", RATIO, "TDFMA", 6,
+       "Fraction of cycles the FP64 tensor pipe was active."),
+    _p(1016, _PROF + "PIPE_INT_ACTIVE", _PROF + "INT_UTIL_RATIO", RATIO, "INTAC", 4,
+       "Fraction of cycles the integer pipe was active."),
+    _p(1076, _PROF + "C2C_TX_ALL_BYTES", None, BYTES_PER_S, "C2CTXAB", 100,
+       "NVLink-C2C (Grace to Hopper) bytes sent per second, header + payload (GH200, DCGM >= 4.1)."),
+    _p(1077, _PROF + "C2C_TX_DATA_BYTES", None, BYTES_PER_S, "C2CTXDB", 102, "NVLink-C2C bytes sent per second, payload only."),
+    _p(1078, _PROF + "C2C_RX_ALL_BYTES", None, BYTES_PER_S, "C2CRXAB", 101,
+       "NVLink-C2C bytes received per second, header + payload."),
+    _p(1079, _PROF + "C2C_RX_DATA_BYTES", None, BYTES_PER_S, None, 103, "NVLink-C2C bytes received per second, payload only."),
+    # --- device fields ---------------------------------------------------------------------------
+    _d(203, _DEV + "GPU_UTIL", _DEV + "GPU_UTIL_RATIO", PERCENT, "GPUTL",
+       "Percent of the sample period in which a kernel ran (0-100, despite the 4.6 name): utilisation, not saturation."),
+    _d(204, _DEV + "MEM_COPY_UTIL", None, PERCENT, "MCUTL", "Percent of time device memory was read or written (coarse)."),
+    _d(100, _DEV + "SM_CLOCK", None, MHZ, "SMCLK", "Current SM clock."),
+    _d(101, _DEV + "MEM_CLOCK", None, MHZ, "MMCLK", "Current memory clock."),
+    _d(110, _DEV + "APP_SM_CLOCK", None, MHZ, None, "Application SM clock."),
+    _d(111, _DEV + "APP_MEM_CLOCK", None, MHZ, None, "Application memory clock."),
+    _d(113, _DEV + "MAX_SM_CLOCK", None, MHZ, "SMMAX", "Maximum SM clock (the clock factor's denominator)."),
+    _d(114, _DEV + "MAX_MEM_CLOCK", None, MHZ, None, "Maximum memory clock."),
+    _d(112, _DEV + "CLOCK_THROTTLE_REASONS", _DEV + "CLOCKS_EVENT_REASONS", BITMASK, "DVCCTR",
+       "Why clocks are held down: 0x1 idle, 0x2 clock setting, 0x4 SW power cap, 0x8 HW slowdown, 0x10 sync boost, "
+       "0x20 SW thermal, 0x40 HW thermal, 0x80 HW power brake, 0x100 display clocks."),
+    _d(1420, _DEV + "CLOCKS_EVENT_REASON_SW_POWER_CAP_NS", None, NANOSECONDS, None,
+       "Time spent power-capped by software (cumulative).", kind="counter"),
+    _d(1421, _DEV + "CLOCKS_EVENT_REASON_SYNC_BOOST_NS", None, NANOSECONDS, None, "Time in sync boost (cumulative).", kind="counter"),
+    _d(1422, _DEV + "CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN_NS", None, NANOSECONDS, None,
+       "Time slowed down by software thermal limits (cumulative).", kind="counter"),
+    _d(1423, _DEV + "CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN_NS", None, NANOSECONDS, None,
+       "Time slowed down by hardware thermal limits (cumulative).", kind="counter"),
+    _d(1424, _DEV + "CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN_NS", None, NANOSECONDS, None,
+       "Time slowed down by the hardware power brake (cumulative).", kind="counter"),
+    _d(240, _DEV + "POWER_VIOLATION", None, NANOSECONDS, "PVIOL", "Time clocks were held down by power limits (cumulative).", kind="counter"),
+    _d(241, _DEV + "THERMAL_VIOLATION", None, NANOSECONDS, None, "Time clocks were held down by thermal limits (cumulative).", kind="counter"),
+    _d(150, _DEV + "GPU_TEMP", _DEV + "GPU_TEMP_CELSIUS", CELSIUS, "TMPTR", "GPU temperature."),
+    _d(140, _DEV + "MEMORY_TEMP", _DEV + "MEMORY_TEMP_CELSIUS", CELSIUS, "MMTMP", "HBM temperature."),
+    _d(153, _DEV + "GPU_TEMP_LIMIT", _DEV + "GPU_TEMP_MARGIN_CELSIUS", CELSIUS, None, "Margin to the nearest slowdown temperature."),
+    _d(155, _DEV + "POWER_USAGE", _DEV + "BOARD_POWER_WATTS", WATTS, "POWER", "Board power, averaged by the driver."),
+    _d(157, _DEV + "POWER_USAGE_INSTANT", _DEV + "BOARD_POWER_RAW_WATTS", WATTS, None, "Instantaneous board power."),
+    _d(156, _DEV + "TOTAL_ENERGY_CONSUMPTION", None, MILLIJOULES, "TOTEC",
+       "Energy since the driver loaded; a job's energy is last minus first.", kind="counter"),
+    _d(160, _DEV + "POWER_MGMT_LIMIT", _DEV + "BOARD_POWER_LIMIT_REQUESTED_WATTS", WATTS, None, "Requested power cap."),
+    _d(164, _DEV + "ENFORCED_POWER_LIMIT", _DEV + "BOARD_POWER_LIMIT_ENFORCED_WATTS", WATTS, None, "Enforced power cap."),
+    _d(190, _DEV + "PSTATE", _DEV + "GPU_PSTATE", CODE, None, "Performance state (P0 fastest)."),
+    _d(230, _DEV + "XID_ERRORS", _DEV + "XID_ERROR", CODE, "XIDER", "The last XID error code seen (a code, not a count)."),
+    _d(310, _DEV + "ECC_SBE_VOL_TOTAL", None, COUNT, None, "Volatile single-bit ECC errors since boot.", kind="counter"),
+    _d(311, _DEV + "ECC_DBE_VOL_TOTAL", None, COUNT, "EDVTL", "Volatile double-bit ECC errors since boot.", kind="counter"),
+    _d(393, _DEV + "UNCORRECTABLE_REMAPPED_ROWS", _DEV + "ROW_REMAP_UNCORRECTABLE_TOTAL", COUNT, None,
+       "HBM rows remapped after uncorrectable errors.", kind="counter"),
+    _d(394, _DEV + "CORRECTABLE_REMAPPED_ROWS", _DEV + "ROW_REMAP_CORRECTABLE_TOTAL", COUNT, None,
+       "HBM rows remapped after correctable errors.", kind="counter"),
+    _d(395, _DEV + "ROW_REMAP_FAILURE", _DEV + "ROW_REMAP_FAILED", FLAG, None, "Row remapping failed (1) or not (0)."),
+    _d(202, _DEV + "PCIE_REPLAY_COUNTER", _DEV + "PCIE_REPLAY_TOTAL", COUNT, None, "PCIe retries.", kind="counter"),
+    _d(250, _DEV + "FB_TOTAL", None, MIB, None, "Frame buffer memory, total."),
+    _d(251, _DEV + "FB_FREE", None, MIB, None, "Frame buffer memory, free."),
+    _d(252, _DEV + "FB_USED", None, MIB, "FBUSD", "Frame buffer memory, used."),
+    _d(253, _DEV + "FB_RESERVED", None, MIB, None, "Frame buffer memory, reserved."),
+    _d(254, _DEV + "FB_USED_PERCENT", _DEV + "FB_USED_RATIO", RATIO, None, "Frame buffer memory used, 0..1."),
+    _d(449, _DEV + "NVLINK_BANDWIDTH_TOTAL", _DEV + "NVLINK_THROUGHPUT_TOTAL", COUNT, None,
+       "Older NVML NVLink counter; prefer 1011/1012.", kind="counter"),
+    _d(285, _DEV + "C2C_LINK_COUNT", _DEV + "C2C_LINK_QUANTITY", COUNT, None, "Number of NVLink-C2C links."),
+    _d(287, _DEV + "C2C_MAX_BANDWIDTH", None, "MB/s", None, "Maximum NVLink-C2C bandwidth (a runtime peak for normalising)."),
+    _d(94, _DEV + "GPM_SUPPORT", None, FLAG, None, "Whether the GPU supports NVML GPM (Hopper and newer)."),
+]
+
+# Per-link NVLink rates (Hopper+): link k transmit = 1040 + 2k, receive = 1041 + 2k; GPM 63 + 2k / 62 + 2k.
+for _k in range(18):
+    _FIELDS.append(_p(1040 + 2 * _k, f"{_PROF}NVLINK_L{_k}_TX_BYTES", None, BYTES_PER_S, None, 63 + 2 * _k,
+                      f"NVLink link {_k} bytes sent per second."))
+    _FIELDS.append(_p(1041 + 2 * _k, f"{_PROF}NVLINK_L{_k}_RX_BYTES", None, BYTES_PER_S, None, 62 + 2 * _k,
+                      f"NVLink link {_k} bytes received per second."))
+
+FIELDS: dict[int, Field] = {field.id: field for field in sorted(_FIELDS, key=lambda f: f.id)}
+_BY_NAME: dict[str, Field] = {name: field for field in FIELDS.values() for name in field.names}
+_BY_DMON: dict[str, Field] = {field.dmon: field for field in FIELDS.values() if field.dmon}
+BY_GPM: dict[int, Field] = {field.gpm: field for field in FIELDS.values() if field.gpm is not None}
+
+# What the collectors watch by default: the saturation model's inputs plus health (§6.6).
+DEFAULT_PROFILING = (1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1076, 1078)
+DEFAULT_DEVICE = (203, 100, 113, 112, 150, 140, 155, 156, 252, 230, 311)
+DEFAULT_FIELDS = DEFAULT_PROFILING + DEFAULT_DEVICE
+
+
+class UnknownField(KeyError):
+    def __str__(self) -> str:
+        return f"unknown DCGM field {self.args[0]!r}: give a numeric id (e.g. 1002) or a DCGM name (e.g. DCGM_FI_PROF_SM_ACTIVE)"
+
+
+def lookup(key) -> Field:
+    """The field for an id (1002, "1002"), a current or legacy DCGM name, or a dmon tag ("SMACT")."""
+    if isinstance(key, bool):
+        raise UnknownField(key)
+    if isinstance(key, int):
+        if key in FIELDS:
+            return FIELDS[key]
+        raise UnknownField(key)
+    if isinstance(key, str):
+        text = key.strip()
+        if text.isdigit() and int(text) in FIELDS:
+            return FIELDS[int(text)]
+        field = _BY_NAME.get(text) or _BY_NAME.get(text.upper()) or _BY_DMON.get(text.upper())
+        if field is not None:
+            return field
+    raise UnknownField(key)
+
+
+def by_dmon_tag(tag: str) -> Field | None:
+    return _BY_DMON.get(tag.strip().upper())

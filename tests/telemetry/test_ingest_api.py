@@ -1,0 +1,161 @@
+"""POST /api/v1/telemetry/samples/ and GET /api/v1/telemetry/series/: formats, per-row errors,
+idempotence, limits and who may post or read what."""
+import gzip
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.utils import timezone as django_tz
+from rest_framework.authtoken.models import Token
+
+from apps.telemetry.backends.base import Query
+from apps.telemetry.models import IngestBatch
+
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def sample(host="nid000001", gpu=0, field=1002, value=0.5, seconds_ago=60, **extra):
+    return {"ts": (NOW - timedelta(seconds=seconds_ago)).isoformat().replace("+00:00", "Z"), "host": host, "gpu": gpu,
+            "field": field, "value": value, **extra}
+
+
+@pytest.fixture
+def service(db, make_user):
+    user = make_user("collector")
+    user.user_permissions.add(Permission.objects.get(codename="add_ingestbatch"))
+    return Token.objects.create(user=user).key
+
+
+def post(api_client, key, body, *, content_type="application/json", encoding=None, keyword="Token", query="?cluster=alps"):
+    headers = {"HTTP_AUTHORIZATION": f"{keyword} {key}"} if key else {}
+    if encoding:
+        headers["HTTP_CONTENT_ENCODING"] = encoding
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return api_client.generic("POST", f"/api/v1/telemetry/samples/{query}", data, content_type=content_type, **headers)
+
+
+def stored(store):
+    return store.read(Query(start=NOW - timedelta(days=2), end=NOW + timedelta(days=1)))
+
+
+def test_json_batch_is_stored_and_resending_it_changes_nothing(api_client, service, store):
+    batch = [sample(gpu=g, field=f, value=g / 10 + 0.01) for g in range(4) for f in (1002, "DCGM_FI_DEV_POWER_USAGE")]
+    first = post(api_client, service, batch)
+    assert first.status_code == 200 and first.json()["accepted"] == 8 and first.json()["rejected"] == 0
+    again = post(api_client, service, {"samples": batch})
+    assert again.status_code == 200
+    data = stored(store)
+    assert len(data) == 8 and sorted(data["field"].unique()) == [155, 1002]
+    assert data[(data.gpu == 3) & (data.field == 155)]["value"].tolist() == [0.31]
+    assert IngestBatch.objects.filter(sender="collector").count() == 2
+
+
+def test_gzipped_ndjson_with_bad_rows_keeps_the_good_ones_and_names_each_bad_one(api_client, service, store):
+    lines = [
+        json.dumps(sample()),                                      # 1 good
+        json.dumps(sample(field="DCGM_FI_PROF_NOT_A_FIELD")),      # 2 unknown field
+        json.dumps(sample(gpu=1, value="high")),                   # 3 not a number
+        "{not json",                                                # 4 broken line
+        json.dumps(sample(gpu=2, seconds_ago=3 * 365 * 86400)),    # 5 too old
+        json.dumps(sample(host="nid 1")),                          # 6 bad host
+        "",
+        json.dumps(sample(gpu=99)),                                # 8 bad gpu
+        json.dumps(sample(gpu=3, field="SMACT", value=0.9)),       # 9 good (dmon tag)
+    ]
+    body = gzip.compress("\n".join(lines).encode())
+    response = post(api_client, service, body, content_type="application/x-ndjson", encoding="gzip")
+    assert response.status_code == 200, response.content
+    report = response.json()
+    assert (report["accepted"], report["rejected"]) == (2, 6)
+    by_line = {error["line"]: error for error in report["errors"]}
+    assert set(by_line) == {2, 3, 4, 5, 6, 8}
+    assert by_line[2]["field"] == "field" and "unknown DCGM field" in by_line[2]["message"]
+    assert by_line[3]["field"] == "value" and by_line[5]["field"] == "ts" and by_line[6]["field"] == "host"
+    assert by_line[8]["field"] == "gpu" and "not JSON" in by_line[4]["message"]
+    assert sorted(stored(store)["gpu"].tolist()) == [0, 3]
+
+
+def test_a_batch_with_no_good_row_is_a_400_in_the_common_format(api_client, service, store):
+    response = post(api_client, service, [sample(value=None), sample(field=99999)])
+    assert response.status_code == 400
+    body = response.json()
+    assert body["detail"].startswith("none of the 2 samples was accepted") and len(body["errors"]) == 2
+    assert stored(store).empty
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"[1, 2", "not JSON"), (b'{"samples": 3}', "must be a JSON array"), (b"\xff\xfe", "not UTF-8"),
+])
+def test_unreadable_bodies_say_why(api_client, service, store, body, message):
+    response = post(api_client, service, body)
+    assert response.status_code == 400 and message in response.json()["detail"]
+
+
+def test_size_limits_are_enforced_before_anything_is_stored(api_client, service, store, settings):
+    settings.TELEMETRY_MAX_BODY_BYTES = 2_000
+    big = [sample(gpu=g % 4, seconds_ago=i) for i, g in enumerate(range(200))]
+    response = post(api_client, service, big)
+    assert response.status_code == 413 and "at most 2,000" in response.json()["detail"]
+    settings.TELEMETRY_MAX_BODY_BYTES = 10_000_000
+    settings.TELEMETRY_MAX_UNPACKED_BYTES = 50_000
+    bomb = gzip.compress(b"[" + b" " * 200_000 + b"]")
+    response = post(api_client, service, bomb, encoding="gzip")
+    assert response.status_code == 400 and "unpacks to more than 50,000 bytes" in response.json()["detail"]
+    settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST = 10
+    response = post(api_client, service, big[:11])
+    assert response.status_code == 413
+    assert stored(store).empty
+
+
+def test_who_may_post(api_client, make_user, store):
+    from apps.jobs.models import Cluster, Job, JobToken
+
+    plain = Token.objects.create(user=make_user("alice")).key
+    assert post(api_client, plain, [sample()]).status_code == 403
+    assert post(api_client, None, [sample()]).status_code in (401, 403)
+    staff = Token.objects.create(user=make_user("sam", is_staff=True)).key
+    assert post(api_client, staff, [sample()]).status_code == 200
+
+    cluster = Cluster.objects.create(name="alps")
+    job = Job.objects.create(cluster=cluster, job_id=77, user_name="alice", account="a", state="RUNNING",
+                             submit_time=django_tz.now() - timedelta(hours=1), start_time=django_tz.now() - timedelta(minutes=30),
+                             node_list=["nid000010", "nid000011"])
+    _, key = JobToken.issue(job)
+    response = post(api_client, key, [sample(host="nid000010", cluster="elsewhere"), sample(host="nid000099"),
+                                      sample(host="nid000011", seconds_ago=5 * 3600)], keyword="JobToken", query="")
+    assert response.status_code == 200
+    report = response.json()
+    assert report["accepted"] == 1
+    assert {e["row"]: e["field"] for e in report["errors"]} == {1: "host", 2: "ts"}
+    mine = stored(store)
+    assert mine[mine.host == "nid000010"]["cluster"].tolist() == ["alps"]  # the job's cluster, whatever the row says
+
+
+def test_series_for_a_job_is_for_those_who_may_see_it(api_client, make_user, service, store):
+    from apps.jobs.models import Cluster, Job
+
+    cluster = Cluster.objects.create(name="alps")
+    Job.objects.create(cluster=cluster, job_id=5, user_name="alice", account="a-llm01", state="RUNNING",
+                       submit_time=NOW - timedelta(hours=2), start_time=NOW - timedelta(hours=1), node_list=["nid000001"])
+    post(api_client, service, [sample(gpu=g, seconds_ago=s, value=g + s / 1000) for g in range(2) for s in (30, 90, 150)]
+         + [sample(host="nid000002")])
+    api_client.credentials()
+    alice, bob, sam = make_user("alice"), make_user("bob"), make_user("sam", is_staff=True)
+    api_client.force_authenticate(alice)
+    response = api_client.get("/api/v1/telemetry/series/", {"job": "alps/5", "field": "SMACT", "gpu": "1"})
+    assert response.status_code == 200
+    body = response.json()
+    rows = [dict(zip(body["columns"], row)) for row in body["rows"]]
+    assert [(r["host"], r["gpu"], r["value"]) for r in rows] == [("nid000001", 1, 1.15), ("nid000001", 1, 1.09), ("nid000001", 1, 1.03)]
+    step = api_client.get("/api/v1/telemetry/series/", {"job": "alps/5", "step": "3600"}).json()
+    assert {row[body["columns"].index("host")] for row in step["rows"]} == {"nid000001"}  # never another job's node
+    api_client.force_authenticate(bob)
+    assert api_client.get("/api/v1/telemetry/series/", {"job": "alps/5"}).status_code == 404
+    assert api_client.get("/api/v1/telemetry/series/", {"host": "nid000001"}).status_code == 400
+    api_client.force_authenticate(sam)
+    direct = api_client.get("/api/v1/telemetry/series/", {"host": "nid000002", "start": (NOW - timedelta(hours=1)).isoformat(),
+                                                          "end": (NOW + timedelta(minutes=1)).isoformat()})
+    assert direct.status_code == 200 and len(direct.json()["rows"]) == 1
+    bad = api_client.get("/api/v1/telemetry/series/", {"host": "x", "field": "nope", "gpu": "a", "step": "0", "start": "yesterday"})
+    assert bad.status_code == 400 and {e["field"] for e in bad.json()["errors"]} == {"field", "gpu", "step", "start"}
