@@ -90,4 +90,7 @@ class JobDetailView(TemplateView):
         from apps.ranks.views import ranks_context
 
         context.update(ranks_context(job, self.request.GET, topology_current(), placement))
+        from apps.telemetry.views import telemetry_context
+
+        context.update(telemetry_context(job, self.request.GET))
         return context

@@ -26,3 +26,33 @@ class IngestBatch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source} from {self.sender}: {self.accepted} kept, {self.rejected} rejected"
+
+
+class JobTelemetryStatusChoices(models.TextChoices):
+    STATUS_WAITING = "waiting", "Waiting for the job to start"
+    STATUS_RUNNING = "running", "Reading the telemetry store"
+    STATUS_READY = "ready", "Ready"
+    STATUS_EMPTY = "empty", "No samples found"
+    STATUS_FAILED = "failed", "Failed"
+
+
+class JobTelemetry(models.Model):
+    """The state of one job's telemetry data product (the bucketed cube pages read)."""
+
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="telemetry")
+    status = models.CharField(max_length=20, choices=JobTelemetryStatusChoices.choices,
+                              default=JobTelemetryStatusChoices.STATUS_WAITING)
+    message = models.CharField(max_length=500, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    updated = models.DateTimeField(auto_now=True)
+    materialized = models.DateTimeField(null=True, blank=True)
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_end = models.DateTimeField(null=True, blank=True)
+    step_seconds = models.PositiveIntegerField(null=True, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+    fields = models.JSONField(default=list, blank=True)
+    samples = models.PositiveBigIntegerField(default=0)
+    product = models.CharField(max_length=500, blank=True, help_text="Path of the cube, relative to the data folder.")
+
+    def __str__(self) -> str:
+        return f"telemetry of {self.job}: {self.status}"

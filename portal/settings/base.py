@@ -310,6 +310,9 @@ TELEMETRY_MAX_BODY_BYTES = env.int("TELEMETRY_MAX_BODY_BYTES", default=32 * 1024
 TELEMETRY_MAX_UNPACKED_BYTES = env.int("TELEMETRY_MAX_UNPACKED_BYTES", default=256 * 1024 * 1024)
 TELEMETRY_MAX_SAMPLES_PER_REQUEST = env.int("TELEMETRY_MAX_SAMPLES_PER_REQUEST", default=1_000_000)
 TELEMETRY_MAX_SERIES_ROWS = env.int("TELEMETRY_MAX_SERIES_ROWS", default=200_000)
+# Job data products: how often running jobs are re-read, and for how long after the end.
+TELEMETRY_REFRESH_SECONDS = env.int("TELEMETRY_REFRESH_SECONDS", default=300)
+TELEMETRY_RECENT_HOURS = env.int("TELEMETRY_RECENT_HOURS", default=6)
 ELASTICSEARCH_URL = env("ELASTICSEARCH_URL", default="")
 TELEMETRY_BACKENDS = {
     "default": {
@@ -351,6 +354,8 @@ SLURM_SYNC_SECONDS = env.int("SLURM_SYNC_SECONDS", default=60)
 # Job tokens keep working this many hours after their job ended (late uploads from epilogs).
 JOB_TOKEN_GRACE_HOURS = env.int("JOB_TOKEN_GRACE_HOURS", default=24)
 CELERY_BEAT_SCHEDULE["jobs.sync_clusters"] = {"task": "jobs.sync_clusters", "schedule": float(SLURM_SYNC_SECONDS)}
+CELERY_BEAT_SCHEDULE["telemetry.materialize_recent_jobs"] = {"task": "telemetry.materialize_recent_jobs",
+                                                             "schedule": float(TELEMETRY_REFRESH_SECONDS)}
 # Clusters with sync mode "slurmrestd" are read from their slurmrestd_url (http(s)://host:port or
 # unix:///path/to/socket); requests time out after SLURM_COMMAND_TIMEOUT. With rest_auth/jwt the
 # sync sends X-SLURM-USER-NAME and X-SLURM-USER-TOKEN (a JWT from `scontrol token`); leave both

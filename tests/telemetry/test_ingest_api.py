@@ -159,3 +159,36 @@ def test_series_for_a_job_is_for_those_who_may_see_it(api_client, make_user, ser
     assert direct.status_code == 200 and len(direct.json()["rows"]) == 1
     bad = api_client.get("/api/v1/telemetry/series/", {"host": "x", "field": "nope", "gpu": "a", "step": "0", "start": "yesterday"})
     assert bad.status_code == 400 and {e["field"] for e in bad.json()["errors"]} == {"field", "gpu", "step", "start"}
+
+
+DATA = __import__("pathlib").Path(__file__).parent / "data" / "importers"
+
+
+def test_dmon_import_stores_the_ticks_and_reports_bad_lines(api_client, service, store):
+    text = (DATA / "dmon_malformed.txt").read_bytes()
+    start = (NOW - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    response = api_client.generic("POST", f"/api/v1/telemetry/import/?format=dcgmi-dmon&host=nid000007&cluster=alps&start={start}",
+                                  text, content_type="text/plain", HTTP_AUTHORIZATION=f"Token {service}")
+    assert response.status_code == 200, response.content
+    report = response.json()
+    assert report["accepted"] > 0 and report["rejected"] > 0
+    assert all(isinstance(error["line"], int) for error in report["errors"])
+    data = stored(store)
+    assert set(data["host"]) == {"nid000007"} and len(data) == report["accepted"]
+    again = api_client.generic("POST", f"/api/v1/telemetry/import/?format=dcgmi-dmon&host=nid000007&cluster=alps&start={start}",
+                               text, content_type="text/plain", HTTP_AUTHORIZATION=f"Token {service}")
+    assert again.json()["accepted"] == report["accepted"] and len(stored(store)) == len(data)  # idempotent
+
+
+def test_exporter_import_and_its_input_errors(api_client, service, store):
+    text = (DATA / "exporter_h100_Hostname.prom").read_bytes()
+    ts = (NOW - timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
+    url = f"/api/v1/telemetry/import/?format=dcgm-exporter&cluster=alps&ts={ts}"
+    response = api_client.generic("POST", url, text, content_type="text/plain", HTTP_AUTHORIZATION=f"Token {service}")
+    assert response.status_code == 200, response.content
+    assert response.json()["accepted"] == len(stored(store)) > 0
+    assert api_client.generic("POST", "/api/v1/telemetry/import/?format=nvidia-smi", text, content_type="text/plain",
+                              HTTP_AUTHORIZATION=f"Token {service}").status_code == 400
+    missing = api_client.generic("POST", "/api/v1/telemetry/import/?format=dcgmi-dmon&cluster=alps", b"#Entity GPUTL\n",
+                                 content_type="text/plain", HTTP_AUTHORIZATION=f"Token {service}")
+    assert missing.status_code == 400 and missing.json()["detail"]

@@ -8,4 +8,5 @@ app_name = "telemetry-api"
 urlpatterns = [
     path("samples/", views.SampleIngestView.as_view(), name="samples"),
     path("series/", views.SeriesView.as_view(), name="series"),
+    path("import/", views.ImportView.as_view(), name="import"),
 ]

@@ -7,7 +7,9 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -199,3 +201,68 @@ class SeriesView(APIView):
         return Response({"start": start.isoformat(), "end": end.isoformat(), "step": int(step) if step else None,
                          "columns": list(frame.columns), "rows": frame.to_numpy().tolist(), "truncated": truncated})
 
+
+
+class FormatIsOurs(DefaultContentNegotiation):
+    """``?format=`` names the input format here (the issue's API), not DRF's output-format override."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        renderer = renderers[0]
+        return renderer, renderer.media_type
+
+
+class ImportView(APIView):
+    """Import text that DCGM tools print: ``format=dcgmi-dmon`` (needs ``host`` and ``start``, and
+    ``interval`` in seconds, default 1) or ``format=dcgm-exporter`` (Prometheus text; ``host`` and
+    ``ts`` fill in what the text lacks). Bad lines are reported by number; good ones are stored."""
+
+    authentication_classes = TELEMETRY_AUTHENTICATION
+    permission_classes = [CanPostTelemetry]
+    parser_classes = [RawBodyParser]
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = FormatIsOurs
+    FORMATS = ("dcgmi-dmon", "dcgm-exporter")
+
+    @extend_schema(request={"text/plain": {"type": "string"}}, parameters=[
+        OpenApiParameter("format", str, enum=list(FORMATS), required=True), OpenApiParameter("host", str),
+        OpenApiParameter("cluster", str), OpenApiParameter("start", str), OpenApiParameter("interval", float),
+        OpenApiParameter("ts", str)], responses={200: {"type": "object"}})
+    def post(self, request):
+        from .. import importers
+
+        params = request.query_params
+        kind = params.get("format")
+        if kind not in self.FORMATS:
+            raise InputError(f"format must be one of {', '.join(self.FORMATS)}", [ErrorItem(message="unknown format", field="format")])
+        data = _read_body(request)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"the body is not UTF-8 text (byte {exc.start})") from exc
+        cluster, hosts, window, sender = _scope(request)
+        cluster = cluster or params.get("cluster", "")
+        if not cluster:
+            raise InputError("give cluster=<name> for imported text", [ErrorItem(message="required", field="cluster")])
+        try:
+            if kind == "dcgmi-dmon":
+                interval = float(params.get("interval", "1"))
+                result = importers.parse_dcgmi_dmon(text, host=params.get("host", ""), cluster=cluster,
+                                                    start=params.get("start"), interval_s=interval)
+            else:
+                result = importers.parse_dcgm_exporter(text, host=params.get("host") or None, cluster=cluster,
+                                                       ts=params.get("ts") or None)
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
+        frame = result.frame
+        errors = [dict(error) for error in result.errors]
+        if hosts is not None or window is not None:
+            allowed = frame["host"].isin(hosts) if hosts is not None else True
+            inside = frame["ts"].between(window[0], window[1]) if window is not None else True
+            keep = allowed & inside
+            if not bool(keep.all()):
+                errors.append({"line": None, "column": None,
+                               "message": f"{int((~keep).sum())} samples are outside the job's nodes or run time and were dropped"})
+                frame = frame[keep]
+        dropped = result.samples - len(frame)
+        return _store_and_record(request, frame, errors, source=kind, sender=sender, nbytes=len(data),
+                                 rows=len(frame) + len(result.errors) + dropped)

@@ -1,0 +1,62 @@
+"""Writes of the telemetry app: building a job's data product from the telemetry store."""
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from .backends.base import Query
+from .models import JobTelemetry, JobTelemetryStatusChoices as Status
+from .products import build_cube, choose_step
+from .store import telemetry_store
+
+
+def product_path(job) -> Path:
+    return Path(settings.DATA_DIR) / "telemetry-products" / job.cluster.name / f"{job.job_id}.npz"
+
+
+def job_window(job):
+    start = job.start_time
+    if start is None:
+        return None
+    end = job.end_time or timezone.now()
+    return (start, end) if end > start else None
+
+
+def job_telemetry_refresh(job, report=lambda done, message: None) -> JobTelemetry:
+    """Read the job's nodes over its run time from the telemetry store and save the bucketed cube.
+    Idempotent: each run replaces the product. Store errors (TelemetryUnavailable) propagate so the
+    task can retry; the record says what happened either way."""
+    record, _ = JobTelemetry.objects.get_or_create(job=job)
+    window = job_window(job)
+    if window is None or not job.node_list:
+        record.status, record.message = Status.STATUS_WAITING, "the job has not started on any node yet"
+        record.save()
+        return record
+    start, end = window
+    step = choose_step((end - start).total_seconds())
+    record.status, record.message = Status.STATUS_RUNNING, f"reading {len(job.node_list)} nodes at {step} s buckets"
+    record.attempts += 1
+    record.save()
+    report(10, record.message)
+    aggregated = telemetry_store().aggregate(
+        Query(start=start, end=end, cluster=job.cluster.name, hosts=tuple(job.node_list)), step)
+    report(70, f"{len(aggregated):,} buckets read")
+    record.window_start, record.window_end, record.step_seconds = start, end, step
+    if aggregated.empty:
+        record.status = Status.STATUS_EMPTY
+        record.message = "no samples for this job's nodes and run time in the telemetry store"
+        record.gpus, record.fields, record.samples, record.product = 0, [], 0, ""
+        record.materialized = timezone.now()
+        record.save()
+        return record
+    cube = build_cube(aggregated, step, list(job.node_list))
+    path = product_path(job)
+    cube.save(path)
+    record.status, record.message = Status.STATUS_READY, ""
+    record.gpus, record.fields = len(cube.gpus), [int(f) for f in cube.fields]
+    record.samples = int(cube.count.sum())
+    record.product = str(path.relative_to(settings.DATA_DIR))
+    record.materialized = timezone.now()
+    record.save()
+    report(100, f"{record.samples:,} samples from {record.gpus} GPUs")
+    return record

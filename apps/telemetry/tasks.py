@@ -1,0 +1,60 @@
+"""Celery tasks of the telemetry app: keep job data products fresh."""
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from apps.core.models import TaskRun
+
+from .backends.base import TelemetryUnavailable
+from .models import JobTelemetry, JobTelemetryStatusChoices as Status
+
+
+@shared_task(name="telemetry.materialize_job", bind=True, autoretry_for=(TelemetryUnavailable,),
+             retry_backoff=30, retry_backoff_max=600, retry_jitter=True, max_retries=5)
+def materialize_job_task(self, job_pk: int) -> dict:
+    """Build one job's telemetry cube; progress in a TaskRun, state on the job's JobTelemetry."""
+    from apps.jobs.models import Job
+
+    from .services import job_telemetry_refresh
+
+    job = Job.objects.select_related("cluster").get(pk=job_pk)
+    run = TaskRun.objects.create(name="telemetry.materialize_job", subject=f"job {job.cluster.name}/{job.job_id}")
+    run.start("reading telemetry", total=100)
+    try:
+        record = job_telemetry_refresh(job, report=run.report)
+    except TelemetryUnavailable as exc:
+        JobTelemetry.objects.update_or_create(job=job, defaults={
+            "status": Status.STATUS_FAILED if self.request.retries >= self.max_retries else Status.STATUS_RUNNING,
+            "message": f"telemetry store unavailable (attempt {self.request.retries + 1}): {exc}"[:500]})
+        run.finish(error=str(exc)[:400])
+        raise
+    run.finish()
+    return {"job": job_pk, "status": record.status, "samples": record.samples}
+
+
+@shared_task(name="telemetry.materialize_recent_jobs")
+def materialize_recent_jobs_task() -> list[int]:
+    """Refresh running jobs whose product is older than the refresh period, and ended jobs whose
+    product does not yet reach their end."""
+    from apps.jobs.models import Job
+
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.TELEMETRY_REFRESH_SECONDS)
+    recent = now - timedelta(hours=settings.TELEMETRY_RECENT_HOURS)
+    products = dict(JobTelemetry.objects.filter(materialized__isnull=False).values_list("job_id", "materialized"))
+    ends = dict(JobTelemetry.objects.filter(window_end__isnull=False).values_list("job_id", "window_end"))
+    ids = []
+    for pk, end_time in (Job.objects.filter(Q(state="RUNNING") | Q(end_time__gte=recent)).exclude(start_time=None)
+                         .order_by("-start_time").values_list("pk", "end_time")[:1000]):
+        made = products.get(pk)
+        if end_time is None and made and made >= stale:
+            continue
+        if end_time is not None and made and ends.get(pk) and ends[pk] >= end_time:
+            continue
+        ids.append(pk)
+    for job_pk in ids:
+        materialize_job_task.delay(job_pk)
+    return ids

@@ -1,0 +1,123 @@
+"""Job data products: the cube built from the store, the refresh service and tasks, the job page section."""
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+from django.utils import timezone
+
+from apps.telemetry.backends.base import aggregate_frame
+from apps.telemetry.models import JobTelemetry
+from apps.telemetry.products import JobCube, build_cube, choose_step
+from apps.telemetry.services import job_telemetry_refresh
+
+from .contract import synthetic
+
+
+@pytest.mark.parametrize("duration, step", [(600, 10), (3 * 3600, 60), (24 * 3600, 600), (7 * 86400, 3600), (200 * 86400, 86400)])
+def test_the_step_keeps_a_job_under_240_buckets(duration, step):
+    assert choose_step(duration) == step and duration / step <= 240
+
+
+def test_cube_holds_the_reference_numbers_in_the_jobs_node_order(tmp_path):
+    data = synthetic(hosts=("nid000002", "nid000001"), minutes=10)
+    aggregated = aggregate_frame(data, 60).sample(frac=1, random_state=1)
+    cube = build_cube(aggregated, 60, hosts=["nid000002", "nid000001"])
+    assert cube.shape == (8, 2, 10) and list(cube.hosts[:4]) == ["nid000002"] * 4 and list(cube.gpus[:4]) == [0, 1, 2, 3]
+    row = aggregated[(aggregated.host == "nid000001") & (aggregated.gpu == 2) & (aggregated.field == 155)].sort_values("bucket")
+    assert np.allclose(cube.mean[6, cube.field_index(155), :], row["mean"].to_numpy(), rtol=1e-6)
+    assert cube.count[6, 0, :].tolist() == [6] * 10
+    cube.save(tmp_path / "c.npz")
+    again = JobCube.load(tmp_path / "c.npz")
+    assert np.array_equal(again.mean, cube.mean, equal_nan=True) and list(again.hosts) == list(cube.hosts)
+    assert again.buckets[0] == np.datetime64(pd.Timestamp(data.ts.min()).tz_convert(None).floor("60s"))
+
+
+@pytest.fixture
+def job(db):
+    from apps.jobs.models import Cluster, Job
+
+    start = timezone.now().replace(microsecond=0) - timedelta(minutes=30)
+    return Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=9, user_name="alice", account="a-llm01",
+                              state="RUNNING", submit_time=start - timedelta(minutes=5), start_time=start,
+                              node_list=["nid000001", "nid000002"], nodes="nid[000001-000002]")
+
+
+def test_refresh_reads_only_the_jobs_nodes_and_time(job, store):
+    store.write(synthetic(hosts=("nid000001", "nid000002", "nid000003"), minutes=60, start=job.start_time - timedelta(minutes=10)))
+    record = job_telemetry_refresh(job)
+    assert record.status == "ready" and record.gpus == 8 and record.fields == [155, 1002]
+    assert record.step_seconds == 10
+    cube = JobCube.load(__import__("pathlib").Path(__import__("django.conf").conf.settings.DATA_DIR) / record.product)
+    assert set(cube.hosts) == {"nid000001", "nid000002"}
+    assert cube.buckets.min() > np.datetime64(job.start_time.replace(tzinfo=None)) - np.timedelta64(record.step_seconds, "s")
+    assert record.samples == int(cube.count.sum()) > 0
+
+
+def test_refresh_says_when_there_is_nothing_yet(job, store):
+    assert job_telemetry_refresh(job).status == "empty"
+    job.start_time = None
+    job.save()
+    assert job_telemetry_refresh(job).status == "waiting"
+
+
+def test_task_records_progress_and_a_broken_store_as_a_message(job, store, settings, tmp_path):
+    from apps.core.models import TaskRun
+    from apps.telemetry.store import reset_telemetry_stores
+    from apps.telemetry.tasks import materialize_job_task
+
+    store.write(synthetic(hosts=("nid000001",), minutes=20, start=job.start_time))
+    result = materialize_job_task.apply(args=[job.pk])
+    assert result.get()["status"] == "ready"
+    run = TaskRun.objects.get(name="telemetry.materialize_job")
+    assert run.status == "succeeded" and run.done == 100 and "samples from 4 GPUs" in run.message
+
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    settings.TELEMETRY_BACKENDS = {"default": {"BACKEND": "apps.telemetry.backends.embedded.EmbeddedBackend",
+                                               "OPTIONS": {"path": str(blocker / "t")}}}
+    reset_telemetry_stores()
+    materialize_job_task.apply(args=[job.pk], throw=False)
+    record = JobTelemetry.objects.get(job=job)
+    assert "telemetry store unavailable" in record.message and str(blocker) in record.message
+
+
+def test_recent_jobs_are_refreshed_once_their_product_is_stale(job, store):
+    from apps.jobs.models import Job
+    from apps.telemetry.tasks import materialize_recent_jobs_task
+
+    old = Job.objects.create(cluster=job.cluster, job_id=10, user_name="a", account="a", state="COMPLETED",
+                             submit_time=timezone.now() - timedelta(days=3), start_time=timezone.now() - timedelta(days=3),
+                             end_time=timezone.now() - timedelta(days=2), node_list=["nid000001"])
+    assert materialize_recent_jobs_task.apply().get() == [job.pk]  # running, never read; the old job is out of range
+    job_telemetry_refresh(job)
+    assert materialize_recent_jobs_task.apply().get() == []  # just refreshed
+    JobTelemetry.objects.filter(job=job).update(materialized=timezone.now() - timedelta(hours=1))
+    assert materialize_recent_jobs_task.apply().get() == [job.pk]
+    assert not JobTelemetry.objects.filter(job=old).exists()
+
+
+def test_job_page_shows_the_heatmap_to_the_owner(job, store, client, make_user):
+    store.write(synthetic(hosts=("nid000001", "nid000002"), minutes=20, start=job.start_time))
+    job_telemetry_refresh(job)
+    client.force_login(make_user("alice"))
+    page = client.get("/jobs/alps/9/").content.decode()
+    assert 'id="telemetry-figure"' in page and "8 GPUs, 2 fields" in page
+    page = client.get("/jobs/alps/9/?tfield=DCGM_FI_DEV_POWER_USAGE").content.decode()
+    assert '<option value="155" selected>' in page
+    client.force_login(make_user("bob"))
+    assert client.get("/jobs/alps/9/").status_code == 404
+
+
+def test_an_ended_job_is_read_once_more_after_its_end_and_then_left_alone(job, store):
+    from apps.telemetry.tasks import materialize_recent_jobs_task
+
+    job_telemetry_refresh(job)
+    job.state, job.end_time = "COMPLETED", timezone.now() + timedelta(seconds=1)
+    job.save()
+    assert materialize_recent_jobs_task.apply().get() == [job.pk]  # the product stops before the end
+    job.end_time = timezone.now() - timedelta(seconds=1)
+    job.save()
+    job_telemetry_refresh(job)
+    assert JobTelemetry.objects.get(job=job).window_end == job.end_time
+    assert materialize_recent_jobs_task.apply().get() == []
