@@ -45,14 +45,14 @@ def test_processes_writing_at_once_wait_for_each_other(tmp_path):
 
 
 def test_a_locked_store_fails_with_a_message_naming_the_file(tmp_path):
-    import duckdb
-
     store = EmbeddedBackend(path=str(tmp_path / "telemetry"), lock_timeout=0.3)
     store.check()
-    holder = multiprocessing.get_context("spawn").Process(target=_hold_lock, args=(str(store.file), 5))
+    context = multiprocessing.get_context("spawn")
+    locked = context.Event()
+    holder = context.Process(target=_hold_lock, args=(str(store.file), locked))
     holder.start()
     try:
-        _wait_until_locked(store.file, duckdb)
+        assert locked.wait(120), "the other process never took the lock"
         with pytest.raises(TelemetryUnavailable, match="stayed locked by another process"):
             store.check()
     finally:
@@ -60,26 +60,15 @@ def test_a_locked_store_fails_with_a_message_naming_the_file(tmp_path):
         holder.join()
 
 
-def _hold_lock(path, seconds):
+def _hold_lock(path, locked):
     import time
 
     import duckdb
 
     connection = duckdb.connect(path)
-    time.sleep(seconds)
+    locked.set()
+    time.sleep(300)
     connection.close()
-
-
-def _wait_until_locked(path, duckdb):
-    import time
-
-    for _ in range(100):
-        try:
-            duckdb.connect(str(path)).close()
-        except duckdb.IOException:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the other process never took the lock")
 
 
 def test_an_unwritable_path_is_a_clear_error(tmp_path):

@@ -1,0 +1,712 @@
+"""The Elasticsearch telemetry store (production), on the official ``elasticsearch`` client (8.x; it
+talks to Elasticsearch 8 and 9 servers). Plain Python: no Django.
+
+Index layout
+    Samples go to plain daily indices ``<index_prefix>-YYYY.MM.DD`` (the sample's UTC day), one
+    document per sample::
+
+        {"ts": "2026-11-21T10:00:00.000000000Z", "cluster": "alps", "host": "nid000001", "gpu": 0,
+         "uuid": "GPU-...", "field": 1002, "value": 0.53}
+
+    ``ensure_template()`` installs (idempotently, PUT replaces) the composable index template
+    ``<index_prefix>`` for ``<index_prefix>-*`` with explicit mappings and ``dynamic: strict``:
+    ``ts`` date_nanos, ``cluster``/``host``/``uuid`` keyword, ``gpu`` short, ``field`` integer (the
+    DCGM numeric id), ``value`` double. ``write`` calls it once per process (``manage_template``
+    False skips it where the credentials may not manage templates and an operator installs it).
+    Not a data stream: data streams are append-only, and a sample key written again must replace
+    the stored value, which needs index-by-``_id`` into a concrete index. Retention is then
+    deleting whole old daily indices (ILM delete phase or curator), which is cheap.
+
+Document ids
+    ``_id`` = BLAKE2b-128 hex of ``cluster \\x1f host \\x1f gpu \\x1f field \\x1f ts-in-ns`` (see
+    ``document_id``). Since the index is fixed by the sample's UTC day too, re-sending a batch
+    overwrites the same documents: writing is idempotent, and a new value for a key replaces the
+    old one. Writes use the bulk helper with retries and exponential backoff on HTTP 429
+    (``max_retries``, ``initial_backoff``); documents that still fail raise ``BulkWriteError``
+    naming how many failed and the first reason. ``refresh`` ("wait_for" by default) makes written
+    samples visible to the next read; high-volume collectors may set it to False.
+
+Reading, aggregating
+    ``read`` pages with a point in time and ``search_after`` on (ts as nanoseconds, ``_shard_doc``);
+    ``aggregate`` is one composite aggregation (date_histogram with ``fixed_interval`` = step
+    seconds, whose buckets are aligned to the epoch as ``base.bucket_start`` is: no offset, UTC;
+    then the series terms) with ``stats`` and ``percentiles`` under each bucket, paged with
+    ``after_key``; ``latest`` is the same composite over the series with a ``top_hits`` (size 1,
+    ts descending); ``delete`` is ``delete_by_query`` with the same filters, on this store's own
+    indices ``<index_prefix>-*`` only (site indices are never deleted from).
+
+Reading a site's existing telemetry indices
+    ``read_index_pattern`` (default ``<index_prefix>-*``; a comma-separated list is fine) names the
+    indices to read, and ``field_map`` maps the canonical names to the site's document fields, for
+    example ``{"ts": "@timestamp", "host": "host.name", "gpu": "gpu", "uuid": "UUID",
+    "field": "metric", "value": "value", "cluster": None}``; dotted names reach into objects, and
+    ``None`` for ``cluster`` or ``uuid`` means the documents have none (``cluster_name`` then gives
+    the cluster every sample belongs to). ``ts`` may be a ``date`` or a ``date_nanos`` field (sorting
+    uses ``numeric_type: date_nanos`` so both read alike). Where documents name the DCGM field
+    (``DCGM_FI_PROF_SM_ACTIVE``, a 4.6 name, or a ``dcgmi dmon`` tag) instead of its id, set
+    ``field_by_name=True``: filters then match every known name of the requested ids, and names
+    are turned into ids with ``fields.lookup`` (unknown names are skipped, with a log warning).
+
+Percentiles are approximate
+    Elasticsearch computes ``percentiles`` with a TDigest. Since 8.9 (elastic/elasticsearch PR
+    #96904) the default digest is a hybrid that keeps every value and interpolates exactly as
+    ``aggregate_frame`` does (linear at q·(n−1), ``libs/tdigest/.../Dist.java``) while a bucket holds
+    fewer than 20 × compression values (2,000 at the default compression 100), and approximates
+    above that (typically 0.1–1 % error; ``percentiles_compression`` raises the limit). Older
+    servers, and clusters whose ``tdigest`` execution hint is set to ``high_accuracy``, always
+    approximate. So ``percentiles_exact = False``: the contract suite compares p10/p50/p90 from this
+    backend with a tolerance; count, min and max are exact and mean is exact up to float rounding.
+
+Every public method turns transport failures (refused connection, timeout, TLS, credentials,
+missing privileges, a server that is not Elasticsearch) into ``TelemetryUnavailable`` with a
+one-line message naming the URL and what to check.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import pandas as pd
+
+from .. import fields as dcgm_fields
+from .base import (
+    COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, aggregate_frame, canonical,
+    check_stats, deduplicate, empty_frame, latest_frame, sort_samples, step_seconds,
+)
+
+log = logging.getLogger(__name__)
+
+NS = 1_000_000_000
+SERIES = ("cluster", "host", "gpu", "field")
+CANONICAL_FIELDS = {name: name for name in COLUMNS}
+DATE_FORMAT = "strict_date_optional_time_nanos"
+_PERCENTS = {name: round(q * 100, 6) for name, q in PERCENTILES.items()}  # p10 -> 10.0
+
+
+class BulkWriteError(RuntimeError):
+    """Some documents of a bulk write were refused; ``errors`` holds the failed bulk items."""
+
+    def __init__(self, message: str, failed: int, total: int, errors: list):
+        super().__init__(message)
+        self.failed, self.total, self.errors = failed, total, errors
+
+
+def document_id(cluster: str, host: str, gpu: int, field: int, ts_ns: int) -> str:
+    """The ``_id`` of a sample: the same key always gives the same id, so writes are idempotent."""
+    key = "\x1f".join((str(cluster), str(host), str(int(gpu)), str(int(field)), str(int(ts_ns))))
+    return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+
+def index_for_day(prefix: str, ts_ns: int) -> str:
+    day = datetime.fromtimestamp(ts_ns // NS, tz=timezone.utc)
+    return f"{prefix}-{day:%Y.%m.%d}"
+
+
+def _as_bool(value, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off")
+    return bool(value)
+
+
+def _safe_url(url: str) -> str:
+    """The URL without credentials, for messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.username or parts.password:
+            host = parts.hostname or ""
+            if parts.port:
+                host = f"{host}:{parts.port}"
+            return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    except ValueError:
+        pass
+    return url
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
+def _connection_reason(exc) -> str:
+    text = _one_line(getattr(exc, "message", None) or exc)
+    found = re.search(r"\[Errno -?\d+\][^)>'\"]*", text)
+    if found:
+        return found.group(0).strip(" ,")
+    for marker in ("Connection refused", "Name or service not known", "No route to host", "timed out",
+                   "certificate verify failed"):
+        if marker in text:
+            return marker
+    return text[:200]
+
+
+def _api_reason(exc) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        error = body["error"]
+        return _one_line(f"{error.get('type', 'error')}: {error.get('reason', '')}".rstrip(": "))
+    if isinstance(body, dict) and "error" in body:
+        return _one_line(body["error"])
+    return _one_line(getattr(exc, "message", None) or exc)[:300]
+
+
+def _get(source: dict, path: str):
+    """``source[path]``, where a dotted path may also be nested objects (``host.name``)."""
+    if path in source:
+        return source[path]
+    node = source
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _float(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+class ElasticsearchBackend(TelemetryBackend):
+    """Telemetry in Elasticsearch; see the module docstring for the layout and options."""
+
+    name = "elasticsearch telemetry store"
+    percentiles_exact = False  # TDigest: see the module docstring
+
+    def __init__(self, url: str = "", index_prefix: str = "belvedere-telemetry", api_key=None, basic_auth=None,
+                 ca_certs: str | None = None, verify_certs=None, request_timeout: float = 30.0,
+                 read_index_pattern: str | None = None, field_map: dict | None = None, field_by_name=False,
+                 cluster_name: str = "", page_size: int = 10_000, agg_page_size: int = 1000, keep_alive: str = "2m",
+                 max_retries: int = 5, initial_backoff: float = 1.0, max_backoff: float = 60.0,
+                 bulk_chunk_size: int = 2000, refresh="wait_for", manage_template=True, template_priority: int = 200,
+                 number_of_shards: int | None = None, number_of_replicas: int | None = None,
+                 percentiles_compression: float | None = None, **options):
+        super().__init__(index_prefix=index_prefix, read_index_pattern=read_index_pattern, field_map=field_map,
+                         **options)
+        if options:  # settings share one OPTIONS dict between backends (e.g. the embedded store's "path")
+            log.debug("Elasticsearch telemetry store: ignoring option(s) %s", ", ".join(sorted(options)))
+        parts = url if isinstance(url, (list, tuple)) else str(url or "").split(",")
+        urls = [part.strip() for part in parts if part.strip()]
+        if not urls:
+            raise TelemetryUnavailable(
+                "the Elasticsearch telemetry store needs a URL: set TELEMETRY_BACKENDS[...]['OPTIONS']['url'] "
+                "(e.g. https://elasticsearch.example.org:9200)")
+        self.urls = urls
+        self.url = ", ".join(_safe_url(u) for u in urls)
+        self.options["url"] = self.url  # without credentials
+        if (not index_prefix or index_prefix != index_prefix.lower() or index_prefix[0] in "_-+."
+                or any(c in index_prefix for c in ' "*\\<|,>/?#:')):
+            raise TelemetryUnavailable(f"Elasticsearch index_prefix {index_prefix!r} is not a valid index name "
+                                       "(lowercase, no spaces or \\/*?\"<>|,#:)")
+        self.index_prefix = index_prefix
+        self.write_pattern = f"{index_prefix}-*"
+        self.read_pattern = read_index_pattern or self.write_pattern
+        self.fields = dict(CANONICAL_FIELDS)
+        if field_map:
+            unknown = sorted(set(field_map) - set(COLUMNS))
+            if unknown:
+                raise TelemetryUnavailable(f"Elasticsearch field_map has unknown key(s) {', '.join(unknown)}; "
+                                           f"it maps {', '.join(COLUMNS)} to document fields")
+            for canonical_name, document_name in field_map.items():
+                if document_name is None and canonical_name not in ("cluster", "uuid"):
+                    raise TelemetryUnavailable(f"Elasticsearch field_map: {canonical_name!r} cannot be absent (None)")
+                self.fields[canonical_name] = document_name
+        self.field_by_name = _as_bool(field_by_name, False)
+        self.cluster_name = cluster_name or ""
+        self.page_size = max(1, min(int(page_size), 10_000))
+        self.agg_page_size = max(1, int(agg_page_size))
+        self.keep_alive = keep_alive
+        self.max_retries = int(max_retries)
+        self.initial_backoff = float(initial_backoff)
+        self.max_backoff = float(max_backoff)
+        self.bulk_chunk_size = max(1, int(bulk_chunk_size))
+        self.refresh = refresh if refresh in ("wait_for", "true", "false") else _as_bool(refresh, True)
+        self.manage_template = _as_bool(manage_template, True)
+        self.template_priority = int(template_priority)
+        self.number_of_shards, self.number_of_replicas = number_of_shards, number_of_replicas
+        self.percentiles_compression = percentiles_compression
+        self.request_timeout = float(request_timeout)
+        self._template_ready = False
+
+        from elasticsearch import Elasticsearch
+
+        kwargs = {"request_timeout": self.request_timeout, "max_retries": 2, "retry_on_status": (502, 503, 504),
+                  "retry_on_timeout": False}
+        if api_key:
+            kwargs["api_key"] = tuple(api_key) if isinstance(api_key, (list, tuple)) else api_key
+        if basic_auth:
+            if isinstance(basic_auth, str):
+                user, sep, password = basic_auth.partition(":")
+                if not sep:
+                    raise TelemetryUnavailable("Elasticsearch basic_auth must be 'user:password'")
+                basic_auth = (user, password)
+            kwargs["basic_auth"] = tuple(basic_auth)
+        if ca_certs:
+            kwargs["ca_certs"] = ca_certs
+        if verify_certs is not None and verify_certs != "":
+            kwargs["verify_certs"] = _as_bool(verify_certs, True)
+        try:
+            self.client = Elasticsearch(urls, **kwargs)
+        except (ValueError, TypeError) as exc:
+            raise TelemetryUnavailable(
+                f"Elasticsearch URL {self.url!r} or its options are not usable: {_one_line(exc)}") from exc
+        # Reads also retry search-queue rejections (429); bulk writes leave 429 to the bulk helper's backoff.
+        self._reader = self.client.options(retry_on_status=(429, 502, 503, 504))
+
+    def __repr__(self) -> str:
+        return f"<ElasticsearchBackend {self.url} {self.read_pattern}>"
+
+    # -- errors --------------------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, action: str, target: str | None = None):
+        from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, SSLError, TransportError
+        from elasticsearch.exceptions import AuthenticationException, AuthorizationException, UnsupportedProductError
+
+        try:
+            yield
+        except (TelemetryUnavailable, BulkWriteError, ValueError):
+            raise
+        except ConnectionTimeout as exc:
+            raise TelemetryUnavailable(
+                f"Elasticsearch at {self.url} did not answer within {self.request_timeout:g} s while {action}: "
+                "the cluster may be overloaded or the network slow (OPTIONS request_timeout)") from exc
+        except SSLError as exc:
+            raise TelemetryUnavailable(
+                f"TLS connection to Elasticsearch at {self.url} failed while {action} ({_connection_reason(exc)}): "
+                "check the https URL and OPTIONS ca_certs / verify_certs") from exc
+        except ConnectionError as exc:
+            raise TelemetryUnavailable(
+                f"Elasticsearch at {self.url} is unreachable while {action} ({_connection_reason(exc)}): check the "
+                "URL, that the server is running, and that this host may connect to it (firewall, proxy)") from exc
+        except UnsupportedProductError as exc:
+            raise TelemetryUnavailable(
+                f"the server at {self.url} answered {action} but is not Elasticsearch (no 'X-Elastic-Product: "
+                "Elasticsearch' header): check the URL points at Elasticsearch, not a proxy or OpenSearch") from exc
+        except AuthenticationException as exc:
+            raise TelemetryUnavailable(
+                f"Elasticsearch at {self.url} rejected the credentials while {action} (HTTP 401): check OPTIONS "
+                "api_key / basic_auth") from exc
+        except AuthorizationException as exc:
+            raise TelemetryUnavailable(
+                f"Elasticsearch at {self.url} refused {action}{f' on {target}' if target else ''} (HTTP 403, "
+                f"{_api_reason(exc)}): the credentials lack a privilege for it") from exc
+        except ApiError as exc:
+            hint = " (the cluster is overloaded; try again later)" if exc.status_code == 429 else ""
+            raise TelemetryUnavailable(
+                f"Elasticsearch at {self.url}: {action}{f' on {target}' if target else ''} failed with HTTP "
+                f"{exc.status_code} {_api_reason(exc)}{hint}") from exc
+        except TransportError as exc:
+            raise TelemetryUnavailable(f"Elasticsearch at {self.url}: {action} failed: {_one_line(exc)[:300]}") from exc
+
+    # -- template ------------------------------------------------------------------------------
+
+    def template_body(self) -> dict:
+        types = {"ts": {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"},
+                 "cluster": {"type": "keyword"}, "host": {"type": "keyword"}, "gpu": {"type": "short"},
+                 "uuid": {"type": "keyword"},
+                 "field": {"type": "keyword"} if self.field_by_name else {"type": "integer"},
+                 "value": {"type": "double"}}
+        properties = {self.fields[name]: spec for name, spec in types.items() if self.fields[name]}
+        settings = {}
+        if self.number_of_shards is not None:
+            settings["number_of_shards"] = int(self.number_of_shards)
+        if self.number_of_replicas is not None:
+            settings["number_of_replicas"] = int(self.number_of_replicas)
+        template = {"mappings": {"dynamic": "strict", "properties": properties}}
+        if settings:
+            template["settings"] = settings
+        return {"index_patterns": [self.write_pattern], "priority": self.template_priority, "template": template,
+                "_meta": {"managed_by": "belvedere", "description": "GPU telemetry samples, one document per sample"}}
+
+    def ensure_template(self) -> None:
+        """Install or update the index template ``<index_prefix>`` (idempotent: PUT replaces)."""
+        try:
+            with self._errors("installing the index template", f"_index_template/{self.index_prefix}"):
+                self.client.indices.put_index_template(name=self.index_prefix, **self.template_body())
+        except TelemetryUnavailable as exc:
+            if "HTTP 403" not in str(exc):
+                raise
+            raise TelemetryUnavailable(f"{exc}; install it once as a user with manage_index_templates and set "
+                                       "OPTIONS manage_template=False") from exc.__cause__
+        self._template_ready = True
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _field_value(self, field_id: int):
+        if not self.field_by_name:
+            return int(field_id)
+        known = dcgm_fields.FIELDS.get(int(field_id))
+        return known.display_name if known else str(int(field_id))
+
+    def _actions(self, batch: pd.DataFrame):
+        nanos = batch["ts"].astype("int64").to_numpy()
+        seconds = batch["ts"].dt.strftime("%Y-%m-%dT%H:%M:%S").to_numpy(object)
+        days = batch["ts"].dt.strftime("%Y.%m.%d").to_numpy(object)
+        names = self.fields
+        columns = (batch["cluster"].to_numpy(object), batch["host"].to_numpy(object), batch["gpu"].to_numpy(),
+                   batch["uuid"].to_numpy(object), batch["field"].to_numpy(), batch["value"].to_numpy())
+        for cluster, host, gpu, uuid, field, value, ns, second, day in zip(*columns, nanos, seconds, days):
+            source = {names["ts"]: f"{second}.{int(ns) % NS:09d}Z", names["host"]: host, names["gpu"]: int(gpu),
+                      names["field"]: self._field_value(field), names["value"]: float(value)}
+            if names["cluster"]:
+                source[names["cluster"]] = cluster
+            if names["uuid"]:
+                source[names["uuid"]] = uuid
+            yield {"_op_type": "index", "_index": f"{self.index_prefix}-{day}",
+                   "_id": document_id(cluster, host, gpu, field, ns), "_source": source}
+
+    def write(self, frame: pd.DataFrame) -> int:
+        if frame is None or len(frame) == 0:
+            return 0
+        batch = deduplicate(canonical(frame))
+        values = batch["value"].to_numpy(float)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            raise ValueError(f"telemetry values must be finite: {int(bad.sum())} of {len(batch)} are NaN or infinite "
+                             "(nothing was written)")
+        if self.manage_template and not self._template_ready:
+            self.ensure_template()
+        from elasticsearch.helpers import streaming_bulk
+
+        written, failures = 0, []
+        with self._errors("writing samples (bulk)", self.write_pattern):
+            for ok, item in streaming_bulk(
+                    self.client, self._actions(batch), chunk_size=self.bulk_chunk_size, raise_on_error=False,
+                    raise_on_exception=True, max_retries=self.max_retries, initial_backoff=self.initial_backoff,
+                    max_backoff=self.max_backoff, refresh=self.refresh):
+                if ok:
+                    written += 1
+                else:
+                    failures.append(item)
+        if failures:
+            raise self._bulk_error(failures, len(batch))
+        return written
+
+    def _bulk_error(self, failures: list, total: int) -> BulkWriteError:
+        op, first = next(iter(failures[0].items()))
+        error = first.get("error")
+        if isinstance(error, dict):
+            reason = f"{error.get('type', 'error')}: {error.get('reason', '')}"
+            caused = error.get("caused_by")
+            if isinstance(caused, dict) and caused.get("reason"):
+                reason += f" (caused by {caused.get('type', '')}: {caused['reason']})"
+        else:
+            reason = str(error or "unknown error")
+        where = f"document {first.get('_id')} in {first.get('_index')}, HTTP {first.get('status')}"
+        message = (f"Elasticsearch at {self.url}: {len(failures)} of {total} samples were not written; first failure "
+                   f"({where}): {_one_line(reason)}. The other samples were written; re-sending the batch is safe")
+        return BulkWriteError(message, len(failures), total, failures)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def _field_terms(self, ids) -> list:
+        if not self.field_by_name:
+            return [int(i) for i in ids]
+        terms = []
+        for field_id in ids:
+            known = dcgm_fields.FIELDS.get(int(field_id))
+            terms.extend(known.names if known else (str(int(field_id)),))
+        return terms
+
+    def _query(self, query: Query) -> dict | None:
+        """The bool filter for ``query``; None when it can match nothing."""
+        names = self.fields
+        filters = [{"range": {names["ts"]: {
+            "gte": _iso(query.start), "lt": _iso(query.end), "format": DATE_FORMAT}}}]
+        if query.cluster is not None:
+            if names["cluster"]:
+                filters.append({"term": {names["cluster"]: query.cluster}})
+            elif query.cluster != self.cluster_name:
+                return None
+        for canonical_name, values in (("host", query.hosts), ("gpu", query.gpus), ("field", query.fields)):
+            if values is None:
+                continue
+            if len(values) == 0:
+                return None
+            if canonical_name == "host":
+                terms = [str(v) for v in values]
+            elif canonical_name == "gpu":
+                terms = [int(v) for v in values]
+            else:
+                terms = self._field_terms(values)
+            filters.append({"terms": {names[canonical_name]: terms}})
+        return {"bool": {"filter": filters}}
+
+    def _ts_sort(self, order: str) -> dict:
+        return {self.fields["ts"]: {"order": order, "numeric_type": "date_nanos", "unmapped_type": "date_nanos"}}
+
+    def _source_fields(self) -> list:
+        return [name for name in self.fields.values() if name]
+
+    def _field_id(self, value):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            return int(value)
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        try:
+            return dcgm_fields.lookup(value).id
+        except (KeyError, TypeError):
+            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                return int(value)
+            return None
+
+    def _rows_to_frame(self, rows: dict, skipped: int) -> pd.DataFrame:
+        if skipped:
+            log.warning("%s: skipped %d document(s) whose DCGM field is not in the registry", self.url, skipped)
+        if not rows["ts"]:
+            return empty_frame()
+        ts = [value if isinstance(value, int) else _parse_ts(value) for value in rows["ts"]]
+        frame = pd.DataFrame({
+            "ts": pd.to_datetime(np.asarray(ts, dtype="int64"), utc=True), "cluster": rows["cluster"],
+            "host": rows["host"], "gpu": rows["gpu"], "uuid": rows["uuid"], "field": rows["field"],
+            "value": [_float(v) for v in rows["value"]]})
+        out = canonical(frame)
+        for column in ("cluster", "host", "uuid"):
+            out[column] = out[column].astype(object)
+        return out
+
+    def _collect(self, rows: dict, hit: dict) -> bool:
+        """Append one hit to ``rows``; False when its field is unknown (skipped)."""
+        source = hit.get("_source") or {}
+        names = self.fields
+        field = self._field_id(_get(source, names["field"]))
+        if field is None:
+            return False
+        sort = hit.get("sort")
+        rows["ts"].append(sort[0] if sort and isinstance(sort[0], int) else _get(source, names["ts"]))
+        rows["cluster"].append(_get(source, names["cluster"]) if names["cluster"] else self.cluster_name)
+        rows["host"].append(_get(source, names["host"]))
+        rows["gpu"].append(_get(source, names["gpu"]))
+        rows["uuid"].append((_get(source, names["uuid"]) if names["uuid"] else None) or "")
+        rows["field"].append(field)
+        rows["value"].append(_get(source, names["value"]))
+        return True
+
+    def read(self, query: Query) -> pd.DataFrame:
+        body_query = self._query(query)
+        if body_query is None:
+            return empty_frame()
+        rows = {name: [] for name in COLUMNS}
+        skipped = 0
+        with self._errors("reading samples", self.read_pattern):
+            pit = self._reader.open_point_in_time(index=self.read_pattern, keep_alive=self.keep_alive,
+                                                  ignore_unavailable=True)["id"]
+            try:
+                after = None
+                while True:
+                    extra = {"search_after": after} if after is not None else {}
+                    response = self._reader.search(
+                        pit={"id": pit, "keep_alive": self.keep_alive}, query=body_query, size=self.page_size,
+                        sort=[self._ts_sort("asc"), {"_shard_doc": "asc"}], source=self._source_fields(),
+                        track_total_hits=False, allow_partial_search_results=False, **extra)
+                    body = response.body
+                    self._check_shards(body, "reading samples")
+                    pit = body.get("pit_id", pit)
+                    hits = (body.get("hits") or {}).get("hits") or []
+                    for hit in hits:
+                        if not self._collect(rows, hit):
+                            skipped += 1
+                    if len(hits) < self.page_size:
+                        break
+                    after = hits[-1]["sort"]
+            finally:
+                try:
+                    self._reader.close_point_in_time(id=pit)
+                except Exception:  # the PIT expires by itself after keep_alive
+                    log.debug("closing the point in time failed", exc_info=True)
+        return sort_samples(self._rows_to_frame(rows, skipped))
+
+    def _check_shards(self, body: dict, action: str) -> None:
+        shards = body.get("_shards") or {}
+        if shards.get("failed"):
+            failures = shards.get("failures") or [{}]
+            reason = (failures[0].get("reason") or {}) if isinstance(failures[0], dict) else {}
+            raise TelemetryUnavailable(
+                f"Elasticsearch at {self.url}: {action} failed on {shards['failed']} of {shards.get('total')} shards "
+                f"({_one_line(reason.get('type', ''))}: {_one_line(reason.get('reason', ''))}); "
+                "results would be incomplete")
+        if body.get("timed_out"):
+            raise TelemetryUnavailable(
+                f"Elasticsearch at {self.url}: {action} timed out on the server; results would be incomplete")
+
+    def _composite(self, query: dict, sources: list, sub_aggs: dict, size: int, action: str):
+        """Every bucket of a composite aggregation, page by page."""
+        after = None
+        while True:
+            composite = {"size": size, "sources": sources}
+            if after is not None:
+                composite["after"] = after
+            response = self._reader.search(
+                index=self.read_pattern, size=0, query=query, track_total_hits=False, ignore_unavailable=True,
+                allow_partial_search_results=False, aggs={"series": {"composite": composite, "aggs": sub_aggs}})
+            body = response.body
+            self._check_shards(body, action)
+            result = (body.get("aggregations") or {}).get("series") or {}
+            buckets = result.get("buckets") or []
+            yield from buckets
+            after = result.get("after_key")
+            if not buckets or after is None or len(buckets) < size:
+                return
+
+    def _series_sources(self) -> list:
+        sources = []
+        for name in SERIES:
+            document_name = self.fields[name]
+            if document_name:
+                sources.append({name: {"terms": {"field": document_name}}})
+        return sources
+
+    def aggregate(self, query: Query, step, stats=DEFAULT_STATS) -> pd.DataFrame:
+        step = step_seconds(step)
+        stats = check_stats(stats)
+        body_query = self._query(query)
+        if body_query is None:
+            return aggregate_frame(empty_frame(), step, stats)
+        value = self.fields["value"]
+        sub_aggs = {"stats": {"stats": {"field": value}}}
+        percents = [_PERCENTS[name] for name in stats if name in PERCENTILES]
+        if percents:
+            spec = {"field": value, "percents": percents}
+            if self.percentiles_compression:
+                spec["tdigest"] = {"compression": float(self.percentiles_compression)}
+            sub_aggs["percentiles"] = {"percentiles": spec}
+        # fixed_interval with no offset and UTC: bucket keys are multiples of the step since the epoch.
+        sources = [{"bucket": {"date_histogram": {"field": self.fields["ts"], "fixed_interval": f"{step}s"}}},
+                   *self._series_sources()]
+        records = []
+        skipped = 0
+        with self._errors("aggregating samples", self.read_pattern):
+            for bucket in self._composite(body_query, sources, sub_aggs, self.agg_page_size, "aggregating samples"):
+                key = bucket["key"]
+                field = self._field_id(key["field"])
+                if field is None:
+                    skipped += 1
+                    continue
+                numbers = bucket.get("stats") or {}
+                record = {"bucket": int(key["bucket"]), "cluster": key.get("cluster", self.cluster_name),
+                          "host": key["host"], "gpu": key["gpu"], "field": field,
+                          "count": int(numbers.get("count") or 0), "sum": _float(numbers.get("sum")),
+                          "mean": _float(numbers.get("avg")), "min": _float(numbers.get("min")),
+                          "max": _float(numbers.get("max"))}
+                if percents:
+                    values = {float(k): v for k, v in ((bucket.get("percentiles") or {}).get("values") or {}).items()}
+                    for name in stats:
+                        if name in PERCENTILES:
+                            record[name] = _float(values.get(_PERCENTS[name]))
+                records.append(record)
+        if skipped:
+            log.warning("%s: skipped %d bucket(s) whose DCGM field is not in the registry", self.url, skipped)
+        if not records:
+            return aggregate_frame(empty_frame(), step, stats)
+        out = pd.DataFrame.from_records(records)
+        out["bucket"] = pd.to_datetime(out["bucket"].astype("int64"), unit="ms", utc=True).astype("datetime64[ns, UTC]")
+        out["cluster"] = out["cluster"].astype(str)
+        out["host"] = out["host"].astype(str)
+        out["gpu"] = out["gpu"].astype("int16")
+        out["field"] = out["field"].astype("int32")
+        if self.field_by_name and out.duplicated(["bucket", *SERIES]).any():
+            out = _merge_buckets(out, stats)
+        out = out.sort_values(["bucket", *SERIES], kind="stable", ignore_index=True)
+        out["count"] = out["count"].astype("int64")
+        for name in stats:
+            out[name] = out[name].astype("float64")
+        return out[["bucket", *SERIES, "count", *stats]]
+
+    def latest(self, query: Query) -> pd.DataFrame:
+        body_query = self._query(query)
+        if body_query is None:
+            return empty_frame()
+        sub_aggs = {"last": {"top_hits": {"size": 1, "sort": [self._ts_sort("desc")],
+                                          "_source": {"includes": self._source_fields()}}}}
+        rows = {name: [] for name in COLUMNS}
+        skipped = 0
+        with self._errors("reading the latest samples", self.read_pattern):
+            for bucket in self._composite(body_query, self._series_sources(), sub_aggs,
+                                          min(self.agg_page_size, 500), "reading the latest samples"):
+                for hit in ((bucket.get("last") or {}).get("hits") or {}).get("hits") or []:
+                    if not self._collect(rows, hit):
+                        skipped += 1
+        frame = self._rows_to_frame(rows, skipped)
+        return latest_frame(frame) if len(frame) else frame
+
+    # -- maintenance ---------------------------------------------------------------------------
+
+    def delete(self, query: Query) -> int:
+        """Delete the window's samples from this store's own indices (``<index_prefix>-*``)."""
+        body_query = self._query(query)
+        if body_query is None:
+            return 0
+        with self._errors("deleting samples", self.write_pattern):
+            response = self.client.delete_by_query(
+                index=self.write_pattern, query=body_query, conflicts="proceed", refresh=True,
+                ignore_unavailable=True, allow_no_indices=True, wait_for_completion=True)
+        body = response.body
+        failures = body.get("failures") or []
+        if failures:
+            first = failures[0] if isinstance(failures[0], dict) else {}
+            cause = first.get("cause") or {}
+            raise TelemetryUnavailable(
+                f"Elasticsearch at {self.url}: deleting samples left {len(failures)} failure(s), first: "
+                f"{_one_line(cause.get('type', ''))}: {_one_line(cause.get('reason', first))}; "
+                f"deleted {body.get('deleted', 0)}")
+        return int(body.get("deleted") or 0)
+
+    def check(self) -> str:
+        with self._errors("checking the server (GET /)"):
+            info = self.client.info().body
+        version = (info.get("version") or {}).get("number", "?")
+        return (f"{self.name} {self.url}: ok (Elasticsearch {version}, cluster {info.get('cluster_name', '?')}; "
+                f"reads {self.read_pattern}, writes {self.index_prefix}-YYYY.MM.DD)")
+
+    def clear(self, drop_template: bool = False) -> int:
+        """Delete this store's own daily indices (tests, demo reset); returns how many. Resolves the
+        names first, since Elasticsearch 8 refuses wildcard index deletion by default."""
+        with self._errors("deleting the store's indices", self.write_pattern):
+            resolved = self.client.indices.resolve_index(name=self.write_pattern, expand_wildcards="all").body
+            names = sorted(index["name"] for index in resolved.get("indices") or [])
+            for start in range(0, len(names), 50):
+                self.client.indices.delete(index=",".join(names[start:start + 50]), ignore_unavailable=True)
+            if drop_template:
+                self.client.options(ignore_status=404).indices.delete_index_template(name=self.index_prefix)
+                self._template_ready = False
+        return len(names)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _iso(moment) -> str:
+    stamp = pd.Timestamp(moment)
+    stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+    return f"{stamp:%Y-%m-%dT%H:%M:%S}.{stamp.value % NS:09d}Z"
+
+
+def _parse_ts(value) -> int:
+    """Nanoseconds from a _source timestamp: ISO text, or a number of epoch milliseconds (the ``date`` default)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(round(float(value) * 1_000_000))
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value) * 1_000_000
+    stamp = pd.Timestamp(value)
+    return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp).value
+
+
+def _merge_buckets(out: pd.DataFrame, stats) -> pd.DataFrame:
+    """Buckets of one id reported under two names (legacy and DCGM 4.6): count, sum, min and max
+    combine exactly; percentiles are count-weighted means of the parts (approximate)."""
+    out = out.assign(_weight=out["count"].clip(lower=0))
+    keys = ["bucket", *SERIES]
+    merged = out.groupby(keys, sort=False, observed=True).agg(count=("count", "sum"), sum=("sum", "sum"),
+                                                              min=("min", "min"), max=("max", "max")).reset_index()
+    merged["mean"] = merged["sum"] / merged["count"].where(merged["count"] > 0)
+    for name in stats:
+        if name in PERCENTILES:
+            weighted = (out[name] * out["_weight"]).groupby([out[k] for k in keys], sort=False).sum()
+            weights = out["_weight"].groupby([out[k] for k in keys], sort=False).sum()
+            merged[name] = (weighted / weights.where(weights > 0)).to_numpy()
+    return merged
