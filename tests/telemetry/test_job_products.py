@@ -121,3 +121,19 @@ def test_an_ended_job_is_read_once_more_after_its_end_and_then_left_alone(job, s
     job_telemetry_refresh(job)
     assert JobTelemetry.objects.get(job=job).window_end == job.end_time
     assert materialize_recent_jobs_task.apply().get() == []
+
+
+def test_readyz_reports_the_telemetry_store_without_failing_the_portal(store, settings, tmp_path):
+    from apps.core import health
+    from apps.telemetry.health import check_telemetry_store
+    from apps.telemetry.store import reset_telemetry_stores
+
+    assert check_telemetry_store().status == "ok"
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    settings.TELEMETRY_BACKENDS = {"default": {"BACKEND": "apps.telemetry.backends.embedded.EmbeddedBackend",
+                                               "OPTIONS": {"path": str(blocker / "t")}}}
+    reset_telemetry_stores()
+    result = check_telemetry_store()
+    assert result.status == "warn" and not result.critical and "telemetry store unavailable" in result.message
+    assert "telemetry" in health._checks
