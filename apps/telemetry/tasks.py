@@ -58,3 +58,54 @@ def materialize_recent_jobs_task() -> list[int]:
     for job_pk in ids:
         materialize_job_task.delay(job_pk)
     return ids
+
+
+@shared_task(name="telemetry.read_dcgm_live")
+def read_dcgm_live_task(job_pk: int) -> dict:
+    """Sample the DCGM host engines of a running job's nodes (when TELEMETRY_DCGM_PORT is set) and
+    store what they say; nodes that cannot be read are listed in the TaskRun, the rest still count."""
+    import pandas as pd
+
+    from apps.jobs.models import Job
+
+    from .fields import DEFAULT_FIELDS
+    from .live import collector_module, read_host
+    from .store import telemetry_store
+
+    port = settings.TELEMETRY_DCGM_PORT
+    if not port:
+        return {"skipped": "TELEMETRY_DCGM_PORT is not set"}
+    job = Job.objects.select_related("cluster").get(pk=job_pk)
+    hosts = list(job.node_list or [])[: settings.TELEMETRY_DCGM_MAX_NODES]
+    run = TaskRun.objects.create(name="telemetry.read_dcgm_live", subject=f"job {job.cluster.name}/{job.job_id}")
+    run.start(f"reading DCGM on {len(hosts)} nodes", total=len(hosts))
+    frames, failures = [], []
+    for done, host in enumerate(hosts, start=1):
+        try:
+            frames.append(read_host(host, port, fields=DEFAULT_FIELDS, seconds=settings.TELEMETRY_DCGM_SECONDS,
+                                    interval=1.0, cluster=job.cluster.name))
+        except collector_module().Failure as exc:
+            failures.append(f"{host}: {exc}")
+        run.report(done, f"{host}: {'failed' if failures and failures[-1].startswith(host) else 'read'}")
+    frame = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
+    if frame is not None:
+        telemetry_store().write(frame)
+    error = "" if not failures or frame is not None else "; ".join(failures)[:400]
+    if failures and frame is not None:
+        run.report(len(hosts), f"{len(failures)} node(s) could not be read: " + "; ".join(failures)[:300])
+    run.finish(error=error)
+    return {"job": job_pk, "samples": 0 if frame is None else len(frame), "failed": failures}
+
+
+@shared_task(name="telemetry.read_dcgm_live_running")
+def read_dcgm_live_running_task() -> list[int]:
+    """Fan out one live DCGM read per running job (only when TELEMETRY_DCGM_PORT is set)."""
+    from apps.jobs.models import Job
+
+    if not settings.TELEMETRY_DCGM_PORT:
+        return []
+    ids = list(Job.objects.filter(state="RUNNING").exclude(node_list=[]).values_list("pk", flat=True)[:200])
+    for job_pk in ids:
+        read_dcgm_live_task.delay(job_pk)
+    return ids
+

@@ -313,6 +313,11 @@ TELEMETRY_MAX_SERIES_ROWS = env.int("TELEMETRY_MAX_SERIES_ROWS", default=200_000
 # Job data products: how often running jobs are re-read, and for how long after the end.
 TELEMETRY_REFRESH_SECONDS = env.int("TELEMETRY_REFRESH_SECONDS", default=300)
 TELEMETRY_RECENT_HOURS = env.int("TELEMETRY_RECENT_HOURS", default=6)
+# Live reads of running jobs from the DCGM host engines on compute nodes (0: off). The workers need
+# DCGM's Python bindings (DCGM_HOME) and network access to <node>:<port>.
+TELEMETRY_DCGM_PORT = env.int("TELEMETRY_DCGM_PORT", default=0)
+TELEMETRY_DCGM_SECONDS = env.float("TELEMETRY_DCGM_SECONDS", default=5.0)
+TELEMETRY_DCGM_MAX_NODES = env.int("TELEMETRY_DCGM_MAX_NODES", default=256)
 ELASTICSEARCH_URL = env("ELASTICSEARCH_URL", default="")
 TELEMETRY_BACKENDS = {
     "default": {
@@ -356,6 +361,8 @@ JOB_TOKEN_GRACE_HOURS = env.int("JOB_TOKEN_GRACE_HOURS", default=24)
 CELERY_BEAT_SCHEDULE["jobs.sync_clusters"] = {"task": "jobs.sync_clusters", "schedule": float(SLURM_SYNC_SECONDS)}
 CELERY_BEAT_SCHEDULE["telemetry.materialize_recent_jobs"] = {"task": "telemetry.materialize_recent_jobs",
                                                              "schedule": float(TELEMETRY_REFRESH_SECONDS)}
+if TELEMETRY_DCGM_PORT:
+    CELERY_BEAT_SCHEDULE["telemetry.read_dcgm_live_running"] = {"task": "telemetry.read_dcgm_live_running", "schedule": 60.0}
 # Clusters with sync mode "slurmrestd" are read from their slurmrestd_url (http(s)://host:port or
 # unix:///path/to/socket); requests time out after SLURM_COMMAND_TIMEOUT. With rest_auth/jwt the
 # sync sends X-SLURM-USER-NAME and X-SLURM-USER-TOKEN (a JWT from `scontrol token`); leave both
