@@ -2,15 +2,18 @@
 
 Layout (all times are integer nanoseconds since the epoch, UTC, so nothing is rounded):
 
-* ``samples`` — the canonical rows. No primary-key index: DuckDB's index makes upserts about six
-  times slower than a delete-then-insert limited to the batch's time range, which the column
-  statistics (zone maps) on ``ts`` keep cheap. Writing a sample key again replaces its value.
-* ``rollup_60``, ``rollup_600``, ``rollup_3600`` — count, sum, min and max per series and
-  epoch-aligned bucket, kept up to date on every write from the level below. ``aggregate`` answers
-  mean/min/max from the coarsest level that divides the step, for the buckets wholly inside the
-  window, and from raw samples for the partial buckets at its edges; percentiles always come from
-  raw samples. A job's whole window at 10-minute buckets is then a scan of a few hundred thousand
-  rows instead of tens of millions.
+* ``series`` — one row per GPU: a small integer id for (cluster, host, gpu) and its UUID. Samples
+  and rollups carry only that id, so writes, joins and grouping work on integers instead of host
+  names, and answers turn ids back into names with one categorical lookup.
+* ``samples`` — (series, field, ts, value). No primary-key index: DuckDB's index makes upserts
+  about six times slower than a delete-then-insert limited to the batch's time range, which the
+  column statistics (zone maps) on ``ts`` keep cheap. Writing a sample key again replaces its value.
+* ``rollup_60``, ``rollup_600``, ``rollup_3600`` — count, sum, min and max per series, field and
+  epoch-aligned bucket, recomputed on every write from the level below for the series and time
+  range the write touched. ``aggregate`` answers count/mean/min/max from the coarsest level that
+  divides the step, for the buckets wholly inside the window, and from raw samples for the partial
+  buckets at its edges; percentiles always come from raw samples. A job's whole window at
+  10-minute buckets is then a scan of a few hundred thousand rows instead of tens of millions.
 
 DuckDB lets one process at a time open a file for writing, and web workers, Celery workers and
 commands all use the store, so every operation opens the file, works in one transaction and closes
@@ -25,28 +28,27 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .base import (
     COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, canonical, check_stats,
-    deduplicate, step_seconds,
+    empty_frame, step_seconds,
 )
 
 NS = 1_000_000_000
 ROLLUP_LEVELS = (60, 600, 3600)  # seconds; each level is built from the one before
+SCHEMA_VERSION = "2"
 
 _SCHEMA = [
-    """CREATE TABLE IF NOT EXISTS samples (
-        cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, gpu SMALLINT NOT NULL, uuid VARCHAR NOT NULL,
-        field INTEGER NOT NULL, ts BIGINT NOT NULL, value DOUBLE NOT NULL)""",
-    *[f"""CREATE TABLE IF NOT EXISTS rollup_{level} (
-        cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, gpu SMALLINT NOT NULL, field INTEGER NOT NULL,
-        bucket BIGINT NOT NULL, n BIGINT NOT NULL, total DOUBLE NOT NULL, lo DOUBLE NOT NULL, hi DOUBLE NOT NULL)"""
-      for level in ROLLUP_LEVELS],
     "CREATE TABLE IF NOT EXISTS store_info (key VARCHAR PRIMARY KEY, value VARCHAR)",
+    """CREATE TABLE IF NOT EXISTS series (
+        id INTEGER NOT NULL, cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, gpu SMALLINT NOT NULL, uuid VARCHAR NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS samples (series INTEGER NOT NULL, field SMALLINT NOT NULL, ts BIGINT NOT NULL, value DOUBLE NOT NULL)",
+    *[f"""CREATE TABLE IF NOT EXISTS rollup_{level} (
+        series INTEGER NOT NULL, field SMALLINT NOT NULL, bucket BIGINT NOT NULL,
+        n BIGINT NOT NULL, total DOUBLE NOT NULL, lo DOUBLE NOT NULL, hi DOUBLE NOT NULL)""" for level in ROLLUP_LEVELS],
 ]
-SCHEMA_VERSION = "1"
-_SERIES = ("cluster", "host", "gpu", "field")
 
 
 class EmbeddedBackend(TelemetryBackend):
@@ -94,100 +96,174 @@ class EmbeddedBackend(TelemetryBackend):
                 if self.threads:
                     connection.execute(f"SET threads = {int(self.threads)}")
                 if not self._ready:
-                    for statement in _SCHEMA:
-                        connection.execute(statement)
-                    connection.execute("INSERT OR REPLACE INTO store_info VALUES ('schema', ?)", [SCHEMA_VERSION])
-                    self._ready = True
+                    self._prepare(connection)
                 yield connection
             finally:
                 connection.close()
+
+    def _prepare(self, db) -> None:
+        found = None
+        try:
+            found = db.execute("SELECT value FROM store_info WHERE key = 'schema'").fetchone()
+        except Exception:  # noqa: BLE001 - a new file has no store_info yet
+            found = None
+        if found and found[0] != SCHEMA_VERSION:
+            raise TelemetryUnavailable(f"{self.name} {self.file} has layout {found[0]}, this portal writes layout "
+                                       f"{SCHEMA_VERSION}; move the file away (it is rebuilt from the collectors and imports)")
+        for statement in _SCHEMA:
+            db.execute(statement)
+        db.execute("INSERT OR REPLACE INTO store_info VALUES ('schema', ?)", [SCHEMA_VERSION])
+        self._ready = True
+
+    # -- series ids ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _series_table(db) -> pd.DataFrame:
+        return db.execute("SELECT id, cluster, host, gpu, uuid FROM series").df()
+
+    def _series_ids(self, db, batch: pd.DataFrame) -> np.ndarray:
+        """The series id of every batch row, adding the GPUs the store has not seen (and newer UUIDs)."""
+        cluster_codes, clusters = pd.factorize(batch["cluster"])
+        host_codes, hosts = pd.factorize(batch["host"])
+        gpus = batch["gpu"].to_numpy().astype(np.int64)
+        key = (cluster_codes.astype(np.int64) * len(hosts) + host_codes) * 65536 + gpus
+        unique_keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        # the UUID a batch gives last for each GPU wins
+        last = len(key) - 1 - np.unique(key[::-1], return_index=True)[1]
+        keys = pd.DataFrame({"cluster": np.asarray(clusters, dtype=object)[cluster_codes[first]],
+                             "host": np.asarray(hosts, dtype=object)[host_codes[first]],
+                             "gpu": gpus[first].astype("int16"), "uuid": batch["uuid"].to_numpy(object)[last]})
+        known = self._series_table(db)
+        merged = keys.merge(known, on=["cluster", "host", "gpu"], how="left", suffixes=("", "_known"))
+        new = merged[merged["id"].isna()]
+        if len(new):
+            first_id = int(known["id"].max()) + 1 if len(known) else 0
+            new = new.assign(id=np.arange(first_id, first_id + len(new)))
+            db.register("new_series", new[["id", "cluster", "host", "gpu", "uuid"]])
+            db.execute("INSERT INTO series SELECT id, cluster, host, gpu, uuid FROM new_series")
+            db.unregister("new_series")
+            merged.loc[new.index, "id"] = new["id"]
+        changed_uuid = merged[merged["uuid_known"].notna() & (merged["uuid"] != "") & (merged["uuid"] != merged["uuid_known"])]
+        for row in changed_uuid.itertuples():
+            db.execute("UPDATE series SET uuid = ? WHERE id = ?", [row.uuid, int(row.id)])
+        return merged["id"].to_numpy("int64")[inverse].astype("int32")
+
+    def _matching_series(self, db, query: Query) -> np.ndarray | None:
+        """Series ids the query's cluster/hosts/gpus select; None when it selects every series."""
+        if query.cluster is None and query.hosts is None and query.gpus is None:
+            return None
+        table = self._series_table(db)
+        mask = np.ones(len(table), dtype=bool)
+        if query.cluster is not None:
+            mask &= (table["cluster"] == query.cluster).to_numpy()
+        if query.hosts is not None:
+            mask &= table["host"].isin([str(h) for h in query.hosts]).to_numpy()
+        if query.gpus is not None:
+            mask &= table["gpu"].isin([int(g) for g in query.gpus]).to_numpy()
+        return table["id"].to_numpy("int64")[mask]
+
+    def _where(self, db, query: Query, time_column: str, lo: int, hi: int) -> tuple[str, list] | None:
+        """SQL filter for the query; None when it can match nothing."""
+        clauses, params = [f"{time_column} >= ?", f"{time_column} < ?"], [lo, hi]
+        series = self._matching_series(db, query)
+        if series is not None:
+            if not len(series):
+                return None
+            clauses.append("list_contains(?, series)")
+            params.append([int(s) for s in series])
+        if query.fields is not None:
+            clauses.append("list_contains(?, field)")
+            params.append([int(f) for f in query.fields])
+        return " AND ".join(clauses), params
+
+    def _with_names(self, db, frame: pd.DataFrame) -> pd.DataFrame:
+        """Replace the ``series`` column by cluster, host, gpu and uuid (categoricals: one lookup each)."""
+        table = self._series_table(db).set_index("id")
+        codes = table.index.get_indexer(frame["series"].to_numpy())
+        out = frame.drop(columns="series")
+        for column in ("cluster", "host", "uuid"):
+            categories = pd.Index(table[column].unique())
+            out[column] = pd.Categorical.from_codes(categories.get_indexer(table[column].to_numpy())[codes], categories)
+        out["gpu"] = table["gpu"].to_numpy("int16")[codes]
+        return out
 
     # -- writing -------------------------------------------------------------------------------
 
     def write(self, frame: pd.DataFrame) -> int:
         if frame is None or len(frame) == 0:
             return 0
-        batch = deduplicate(canonical(frame))
-        rows = pd.DataFrame({
-            "cluster": batch["cluster"].to_numpy(object), "host": batch["host"].to_numpy(object),
-            "gpu": batch["gpu"].to_numpy(), "uuid": batch["uuid"].to_numpy(object), "field": batch["field"].to_numpy(),
-            "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy(),
-        })
+        batch = canonical(frame)
         with self._connect() as db:
-            db.register("batch", rows)
-            lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
             db.execute("BEGIN TRANSACTION")
             try:
-                overlaps = db.execute("SELECT 1 FROM samples WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone()
-                if overlaps:  # new data (the common case) skips the join
+                rows = _last_per_key(pd.DataFrame({
+                    "series": self._series_ids(db, batch), "field": batch["field"].to_numpy("int16"),
+                    "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy()}))
+                db.register("batch", rows)
+                lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
+                if db.execute("SELECT 1 FROM samples WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
+                    # Only when the batch overlaps stored time: new data (the common case) skips the join.
                     db.execute("""DELETE FROM samples USING batch
-                                  WHERE samples.ts BETWEEN ? AND ? AND samples.ts = batch.ts AND samples.field = batch.field
-                                    AND samples.gpu = batch.gpu AND samples.host = batch.host AND samples.cluster = batch.cluster""",
-                               [lo, hi])
-                db.execute("INSERT INTO samples SELECT cluster, host, gpu, uuid, field, ts, value FROM batch")
+                                  WHERE samples.ts BETWEEN ? AND ? AND samples.ts = batch.ts
+                                    AND samples.series = batch.series AND samples.field = batch.field""", [lo, hi])
+                db.execute("INSERT INTO samples SELECT series, field, ts, value FROM batch")
                 self._refresh_rollups(db, "batch")
                 db.execute("COMMIT")
             except Exception:
                 db.execute("ROLLBACK")
                 raise
             finally:
-                db.unregister("batch")
+                try:
+                    db.unregister("batch")
+                except Exception:  # noqa: BLE001 - not registered when the failure came first
+                    pass
         return len(rows)
 
     def _refresh_rollups(self, db, changed: str) -> None:
-        """Recompute the rollup buckets that ``changed`` (a relation with the series columns and
-        ``ts``) touches, level by level: every bucket of the touched series between the first and
-        the last changed sample, from the level below."""
+        """Recompute, level by level, every bucket of the series and fields in ``changed`` (a relation
+        with series, field and ts) between its first and last timestamp."""
         lo_ts, hi_ts = db.execute(f"SELECT min(ts), max(ts) FROM {changed}").fetchone()
         if lo_ts is None:
             return
-        db.execute(f"CREATE OR REPLACE TEMP TABLE touched_series AS SELECT DISTINCT cluster, host, gpu, field FROM {changed}")
-        join = "r.cluster = t.cluster AND r.host = t.host AND r.gpu = t.gpu AND r.field = t.field"
-        source, time_column, count, total, low, high = "samples", "ts", "count(*)", "sum(r.value)", "min(r.value)", "max(r.value)"
+        db.execute(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT series, field FROM {changed}")
+        join = "r.series = t.series AND r.field = t.field"
+        source, time_column, aggregates = "samples", "ts", "count(*), sum(r.value), min(r.value), max(r.value)"
         for level in ROLLUP_LEVELS:
             width = level * NS
             lo, hi = lo_ts - lo_ts % width, hi_ts - hi_ts % width + width
-            db.execute(f"""DELETE FROM rollup_{level} AS r USING touched_series t
-                           WHERE r.bucket >= ? AND r.bucket < ? AND {join}""", [lo, hi])
+            db.execute(f"DELETE FROM rollup_{level} AS r USING touched t WHERE r.bucket >= ? AND r.bucket < ? AND {join}",
+                       [lo, hi])
             db.execute(f"""INSERT INTO rollup_{level}
-                           SELECT r.cluster, r.host, r.gpu, r.field, r.{time_column} - (r.{time_column} % {width}) AS bucket,
-                                  {count}, {total}, {low}, {high}
-                           FROM {source} r SEMI JOIN touched_series t ON {join}
+                           SELECT r.series, r.field, r.{time_column} - (r.{time_column} % {width}) AS bucket, {aggregates}
+                           FROM {source} r SEMI JOIN touched t ON {join}
                            WHERE r.{time_column} >= ? AND r.{time_column} < ?
                            GROUP BY ALL""", [lo, hi])
-            source, time_column = f"rollup_{level}", "bucket"
-            count, total, low, high = "sum(r.n)", "sum(r.total)", "min(r.lo)", "max(r.hi)"
+            source, time_column, aggregates = f"rollup_{level}", "bucket", "sum(r.n), sum(r.total), min(r.lo), max(r.hi)"
 
     # -- reading -------------------------------------------------------------------------------
 
-    @staticmethod
-    def _where(query: Query, ts_column: str = "ts", lo: int | None = None, hi: int | None = None) -> tuple[str, list]:
-        clauses = [f"{ts_column} >= ?", f"{ts_column} < ?"]
-        params: list = [_ns(query.start) if lo is None else lo, _ns(query.end) if hi is None else hi]
-        if query.cluster is not None:
-            clauses.append("cluster = ?")
-            params.append(query.cluster)
-        for column, values in (("host", query.hosts), ("gpu", query.gpus), ("field", query.fields)):
-            if values is not None:
-                clauses.append(f"list_contains(?, {column})")
-                params.append([int(v) for v in values] if column != "host" else [str(v) for v in values])
-        return " AND ".join(clauses), params
-
     def read(self, query: Query) -> pd.DataFrame:
-        where, params = self._where(query)
         with self._connect() as db:
-            out = db.execute(f"""SELECT ts, cluster, host, gpu, uuid, field, value FROM samples WHERE {where}
-                                 ORDER BY cluster, host, gpu, field, ts""", params).df()
-        return _canonical_types(out)
+            where = self._where(db, query, "ts", _ns(query.start), _ns(query.end))
+            if where is None:
+                return empty_frame()
+            raw = db.execute(f"SELECT series, field, ts, value FROM samples WHERE {where[0]}", where[1]).df()
+            if raw.empty:
+                return empty_frame()
+            out = self._with_names(db, raw)
+        return _canonical_types(out).sort_values(["cluster", "host", "gpu", "field", "ts"], kind="stable", ignore_index=True)
 
     def latest(self, query: Query) -> pd.DataFrame:
-        where, params = self._where(query)
         with self._connect() as db:
-            out = db.execute(f"""SELECT max(ts) AS ts, cluster, host, gpu, arg_max(uuid, ts) AS uuid, field,
-                                        arg_max(value, ts) AS value
-                                 FROM samples WHERE {where} GROUP BY cluster, host, gpu, field
-                                 ORDER BY cluster, host, gpu, field""", params).df()
-        return _canonical_types(out)
+            where = self._where(db, query, "ts", _ns(query.start), _ns(query.end))
+            if where is None:
+                return empty_frame()
+            raw = db.execute(f"""SELECT series, field, max(ts) AS ts, arg_max(value, ts) AS value
+                                 FROM samples WHERE {where[0]} GROUP BY series, field""", where[1]).df()
+            if raw.empty:
+                return empty_frame()
+            out = self._with_names(db, raw)
+        return _canonical_types(out).sort_values(["cluster", "host", "gpu", "field"], kind="stable", ignore_index=True)
 
     def aggregate(self, query: Query, step, stats=DEFAULT_STATS) -> pd.DataFrame:
         step = step_seconds(step)
@@ -196,7 +272,7 @@ class EmbeddedBackend(TelemetryBackend):
         start, end = _ns(query.start), _ns(query.end)
         level = next((lv for lv in reversed(ROLLUP_LEVELS) if step % lv == 0), None)
         wants_percentiles = any(name in PERCENTILES for name in stats)
-        inner_lo = -(-start // width) * width  # first bucket edge inside the window
+        inner_lo = -(-start // width) * width  # the first bucket edge inside the window
         inner_hi = end // width * width
         parts = []
         with self._connect() as db:
@@ -208,45 +284,56 @@ class EmbeddedBackend(TelemetryBackend):
                 parts.append(self._aggregate_rollup(db, query, width, level, inner_lo, inner_hi))
                 if inner_hi < end:
                     parts.append(self._aggregate_raw(db, query, width, inner_hi, end, stats))
-        out = pd.concat([part for part in parts if len(part)], ignore_index=True) if any(len(p) for p in parts) else parts[0]
+            parts = [part for part in parts if part is not None and len(part)]
+            columns = ["bucket", "cluster", "host", "gpu", "field", "count", *stats]
+            if not parts:
+                out = pd.DataFrame({column: pd.Series(dtype="float64") for column in columns})
+                out["bucket"] = pd.Series(dtype="datetime64[ns, UTC]")
+                return out
+            out = self._with_names(db, pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0])
         if "mean" in stats:
             out["mean"] = out["total"] / out["count"]
         out["bucket"] = pd.to_datetime(out["bucket"].astype("int64"), utc=True)
-        out["gpu"] = out["gpu"].astype("int16")
         out["field"] = out["field"].astype("int32")
         out["count"] = out["count"].astype("int64")
-        return out[["bucket", "cluster", "host", "gpu", "field", "count", *stats]]
+        return out[columns]
 
-    def _aggregate_raw(self, db, query, width, lo, hi, stats) -> pd.DataFrame:
-        where, params = self._where(query, lo=lo, hi=hi)
+    def _aggregate_raw(self, db, query, width, lo, hi, stats) -> pd.DataFrame | None:
+        where = self._where(db, query, "ts", lo, hi)
+        if where is None:
+            return None
         extra = "".join(f", quantile_cont(value, {PERCENTILES[name]}) AS {name}" for name in stats if name in PERCENTILES)
-        return db.execute(f"""SELECT ts - (ts % {width}) AS bucket, cluster, host, gpu, field, count(*) AS count,
-                                     sum(value) AS total, min(value) AS min, max(value) AS max{extra}
-                              FROM samples WHERE {where} GROUP BY ALL""", params).df()
+        return pd.DataFrame(db.execute(f"""SELECT ts - (ts % {width}) AS bucket, series, field, count(*) AS count,
+                                                  sum(value) AS total, min(value) AS min, max(value) AS max{extra}
+                                           FROM samples WHERE {where[0]} GROUP BY ALL""", where[1]).fetchnumpy())
 
-    def _aggregate_rollup(self, db, query, width, level, lo, hi) -> pd.DataFrame:
-        where, params = self._where(query, "bucket", lo, hi)
+    def _aggregate_rollup(self, db, query, width, level, lo, hi) -> pd.DataFrame | None:
+        where = self._where(db, query, "bucket", lo, hi)
+        if where is None:
+            return None
         if width == level * NS:
-            sql = f"""SELECT bucket, cluster, host, gpu, field, n AS count, total, lo AS min, hi AS max
-                      FROM rollup_{level} WHERE {where}"""
+            sql = f"""SELECT bucket, series, field, n AS count, total, lo AS min, hi AS max
+                      FROM rollup_{level} WHERE {where[0]}"""
         else:
-            sql = f"""SELECT bucket - (bucket % {width}) AS bucket, cluster, host, gpu, field, sum(n) AS count,
+            sql = f"""SELECT bucket - (bucket % {width}) AS bucket, series, field, sum(n) AS count,
                              sum(total) AS total, min(lo) AS min, max(hi) AS max
-                      FROM rollup_{level} WHERE {where} GROUP BY ALL"""
-        return pd.DataFrame(db.execute(sql, params).fetchnumpy())
+                      FROM rollup_{level} WHERE {where[0]} GROUP BY ALL"""
+        return pd.DataFrame(db.execute(sql, where[1]).fetchnumpy())
 
     # -- maintenance ---------------------------------------------------------------------------
 
     def delete(self, query: Query) -> int:
-        where, params = self._where(query)
         with self._connect() as db:
+            where = self._where(db, query, "ts", _ns(query.start), _ns(query.end))
+            if where is None:
+                return 0
             db.execute("BEGIN TRANSACTION")
             try:
-                db.execute(f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT cluster, host, gpu, field, ts FROM samples WHERE {where}",
-                           params)
+                db.execute(f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT series, field, ts FROM samples WHERE {where[0]}",
+                           where[1])
                 removed = db.execute("SELECT count(*) FROM deleted").fetchone()[0]
-                db.execute(f"DELETE FROM samples WHERE {where}", params)
                 if removed:
+                    db.execute(f"DELETE FROM samples WHERE {where[0]}", where[1])
                     self._refresh_rollups(db, "deleted")
                 db.execute("COMMIT")
             except Exception:
@@ -263,8 +350,18 @@ class EmbeddedBackend(TelemetryBackend):
     def clear(self) -> None:
         """Remove everything (tests, demo reset)."""
         with self._connect() as db:
-            for table in ("samples", *[f"rollup_{level}" for level in ROLLUP_LEVELS]):
+            for table in ("samples", "series", *[f"rollup_{level}" for level in ROLLUP_LEVELS]):
                 db.execute(f"DELETE FROM {table}")
+
+
+def _last_per_key(rows: pd.DataFrame) -> pd.DataFrame:
+    """The batch's own repeats of a (series, field, ts) key: the last one wins."""
+    series, fields, ts = rows["series"].to_numpy(), rows["field"].to_numpy(), rows["ts"].to_numpy()
+    order = np.lexsort((ts, fields, series))  # stable: repeats stay in batch order
+    s, f, t = series[order], fields[order], ts[order]
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = (s[1:] != s[:-1]) | (f[1:] != f[:-1]) | (t[1:] != t[:-1])
+    return rows if last.all() else rows.iloc[np.sort(order[last])].reset_index(drop=True)
 
 
 def _ns(moment) -> int:
@@ -272,11 +369,10 @@ def _ns(moment) -> int:
 
 
 def _canonical_types(frame: pd.DataFrame) -> pd.DataFrame:
-    frame["ts"] = pd.to_datetime(frame["ts"].astype("int64"), utc=True)
-    frame["gpu"] = frame["gpu"].astype("int16")
-    frame["field"] = frame["field"].astype("int32")
-    frame["value"] = frame["value"].astype("float64")
-    for column in ("cluster", "host", "uuid"):
-        frame[column] = frame[column].astype(object)
-    return frame[COLUMNS].reset_index(drop=True)
-
+    out = pd.DataFrame({
+        "ts": pd.to_datetime(frame["ts"].astype("int64"), utc=True),
+        "cluster": frame["cluster"].astype(object), "host": frame["host"].astype(object),
+        "gpu": frame["gpu"].astype("int16"), "uuid": frame["uuid"].astype(object),
+        "field": frame["field"].astype("int32"), "value": frame["value"].astype("float64"),
+    })
+    return out[COLUMNS].reset_index(drop=True)
