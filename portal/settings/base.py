@@ -313,6 +313,8 @@ TELEMETRY_MAX_SERIES_ROWS = env.int("TELEMETRY_MAX_SERIES_ROWS", default=200_000
 # Job data products: how often running jobs are re-read, and for how long after the end.
 TELEMETRY_REFRESH_SECONDS = env.int("TELEMETRY_REFRESH_SECONDS", default=300)
 TELEMETRY_RECENT_HOURS = env.int("TELEMETRY_RECENT_HOURS", default=6)
+# How many hours of the running demo Megatron job `manage.py demo` fills with synthetic telemetry.
+DEMO_TELEMETRY_HOURS = env.float("DEMO_TELEMETRY_HOURS", default=3.0)
 # Live reads of running jobs from the DCGM host engines on compute nodes (0: off). The workers need
 # DCGM's Python bindings (DCGM_HOME) and network access to <node>:<port>.
 TELEMETRY_DCGM_PORT = env.int("TELEMETRY_DCGM_PORT", default=0)

@@ -21,4 +21,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-db.sqlite3")}
 READYZ_CACHE_SECONDS = 0.0
+# The demo's synthetic telemetry is tested on its own; the many tests that build the demo need less.
+DEMO_TELEMETRY_HOURS = float(os.environ.get("DEMO_TELEMETRY_HOURS", "0.25"))
 READYZ_BROKER_TIMEOUT = 20.0
