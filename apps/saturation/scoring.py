@@ -1,0 +1,287 @@
+"""The GPU saturation score: how close the busiest unit of a GPU runs to what it can sustain.
+
+Per GPU and sample (docs/reference dcgm-saturation.md §6):
+
+* compute  C = min(1, max over pipes p of activity_p / ceiling_p)   (tensor 1004, fp64 1006, fp32 1007, fp16 1008)
+* memory   M = min(1, DRAM 1005 / ceiling_dram)
+* link     L = min(1, max over links and directions of rate / (peak · ceiling_link))
+             (NVLink 1011/1012, PCIe 1009/1010, C2C 1076/1078, each direction against its own peak)
+* S = max(C, M, L); the limiter is the resource that sets S.
+
+Utilisation (GR engine 1001, or GPU_UTIL 203) says *when* the GPU was busy and stays an
+explanation, as do SM activity, occupancy, the clock factor and throttling: none of them is
+multiplied into S. Ceilings and peaks come from a per-model table (``GpuModel``) that staff can
+override. Plain Python: numpy and pandas, no Django.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+PIPES = {"tensor": 1004, "fp64": 1006, "fp32": 1007, "fp16": 1008}
+LINKS = {"nvlink": (1011, 1012), "pcie": (1009, 1010), "c2c": (1076, 1078)}  # (tx, rx)
+LIMITERS = (*PIPES, "dram", *LINKS)
+COMPUTE_LIMITERS = set(PIPES)
+LINK_LIMITERS = set(LINKS)
+HIGH, LOW = 0.6, 0.3  # bands: S >= 0.6 high, 0.3..0.6 moderate, < 0.3 low
+POWER_BITS, THERMAL_BITS = 0x4 | 0x80, 0x20 | 0x40
+EPSILON = 1e-6
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """Practical ceilings (fractions of the counters' 1.0) and per-direction link peaks (bytes/s)."""
+
+    name: str
+    matches: tuple[str, ...]  # substrings of DCGM's device name that select this model
+    ceilings: dict = field(default_factory=lambda: {"tensor": 0.93, "fp64": 1.0, "fp32": 1.0, "fp16": 1.0, "dram": 0.8,
+                                                     "link": 0.9})
+    link_peaks: dict = field(default_factory=dict)  # link -> bytes/s per direction
+    max_sm_clock_mhz: float = 1980.0
+
+    def with_overrides(self, ceilings: dict | None = None, link_peaks: dict | None = None) -> "GpuModel":
+        return replace(self, ceilings={**self.ceilings, **(ceilings or {})}, link_peaks={**self.link_peaks, **(link_peaks or {})})
+
+
+MODELS = {
+    "H100 SXM": GpuModel("H100 SXM", ("H100 80GB HBM3", "H100 SXM"), link_peaks={"nvlink": 450e9, "pcie": 63e9, "c2c": 450e9}),
+    "GH200": GpuModel("GH200", ("GH200",), link_peaks={"nvlink": 450e9, "pcie": 63e9, "c2c": 450e9}),
+}
+DEFAULT_MODEL = MODELS["GH200"]
+
+
+def model_for(device_name: str | None, models: dict[str, GpuModel] = MODELS) -> GpuModel:
+    for model in models.values():
+        if device_name and any(pattern in device_name for pattern in model.matches):
+            return model
+    return DEFAULT_MODEL
+
+
+@dataclass
+class Scores:
+    """Arrays of one shape (e.g. GPUs x samples); NaN where the inputs were missing."""
+
+    S: np.ndarray
+    C: np.ndarray
+    M: np.ndarray
+    L: np.ndarray
+    limiter: np.ndarray  # index into LIMITERS, -1 where S is unknown
+    busy: np.ndarray  # U: GR engine busy fraction (or GPU_UTIL / 100)
+    sm_active: np.ndarray  # A
+    occupancy: np.ndarray  # O
+    clock_factor: np.ndarray  # k = SM clock / max SM clock
+    throttle: np.ndarray  # reasons bitmask (0 where unknown)
+
+    @property
+    def S_busy(self) -> np.ndarray:
+        """Saturation while busy: separates idle-but-at-the-roof from always-running-never-near-it."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.minimum(1.0, self.S / np.maximum(self.busy, EPSILON))
+
+    def limiter_names(self) -> np.ndarray:
+        names = np.array([*LIMITERS, ""], dtype=object)
+        return names[self.limiter]
+
+
+def _get(values: dict, field_id: int, shape) -> np.ndarray:
+    array = values.get(field_id)
+    return np.full(shape, np.nan) if array is None else np.asarray(array, dtype=float)
+
+
+def score(values: dict[int, np.ndarray], model: GpuModel = DEFAULT_MODEL) -> Scores:
+    """Score samples given as ``{DCGM field id: array}`` (any common shape, DCGM units)."""
+    shape = np.shape(next(iter(values.values())))
+    ceilings = model.ceilings
+    candidates = []
+    for pipe, field_id in PIPES.items():
+        candidates.append(_get(values, field_id, shape) / ceilings[pipe])
+    dram = _get(values, 1005, shape) / ceilings["dram"]
+    candidates.append(dram)
+    link_terms = []
+    for link, (tx, rx) in LINKS.items():
+        peak = model.link_peaks.get(link)
+        if not peak:
+            term = np.full(shape, np.nan)
+        else:
+            with np.errstate(invalid="ignore"):
+                term = np.fmax(_get(values, tx, shape), _get(values, rx, shape)) / (peak * ceilings["link"])
+        link_terms.append(term)
+        candidates.append(term)
+    stack = np.stack(candidates)  # (limiters, *shape)
+    known = ~np.isnan(stack)
+    filled = np.where(known, stack, -np.inf)
+    limiter = np.argmax(filled, axis=0)
+    any_known = known.any(axis=0)
+    limiter = np.where(any_known, limiter, -1)
+    with np.errstate(invalid="ignore"):
+        compute = np.minimum(1.0, np.fmax.reduce(np.stack(candidates[:len(PIPES)]), axis=0))
+        memory = np.minimum(1.0, dram)
+        link = np.minimum(1.0, np.fmax.reduce(np.stack(link_terms), axis=0))
+        saturation = np.where(any_known, np.minimum(1.0, np.max(filled, axis=0)), np.nan)
+    busy = _get(values, 1001, shape)
+    util = _get(values, 203, shape) / 100.0
+    busy = np.where(np.isnan(busy), util, busy)
+    clock = _get(values, 100, shape)
+    max_clock = _get(values, 113, shape)
+    max_clock = np.where(np.isnan(max_clock) | (max_clock <= 0), model.max_sm_clock_mhz, max_clock)
+    throttle = np.nan_to_num(_get(values, 112, shape), nan=0.0).astype(np.int64)
+    return Scores(S=saturation, C=compute, M=memory, L=link, limiter=limiter, busy=busy,
+                  sm_active=_get(values, 1002, shape), occupancy=_get(values, 1003, shape),
+                  clock_factor=clock / max_clock, throttle=throttle)
+
+
+# ---------------------------------------------------------------------------------------------
+# Diagnosis (§6.3)
+
+def diagnose(S: float, limiter: str, busy: float, sm_active: float, occupancy: float, clock_factor: float,
+             throttled_fraction: float) -> list[str]:
+    """Labels for one GPU (or sample), most important first."""
+    labels = []
+    if not np.isnan(busy) and busy < 0.05:
+        return ["idle"]
+    if not np.isnan(clock_factor) and clock_factor < 0.9 and throttled_fraction > 0.1:
+        labels.append("clock-limited (power/thermal)")
+    if not np.isnan(S) and S >= HIGH:
+        if limiter in COMPUTE_LIMITERS:
+            labels.append(f"compute-saturated ({limiter})" + (": FP32 pipes, not tensor cores" if limiter == "fp32" else ""))
+        elif limiter == "dram":
+            labels.append("memory-bandwidth-saturated")
+        elif limiter in LINK_LIMITERS:
+            labels.append(f"communication-saturated ({limiter})")
+    elif not np.isnan(busy) and busy >= 0.5 and not np.isnan(sm_active) and sm_active < 0.5:
+        labels.append("under-filled: too few blocks or small kernels")
+    elif not np.isnan(sm_active) and sm_active >= 0.8 and not np.isnan(S) and S < LOW:
+        labels.append("latency-bound, low occupancy" if not np.isnan(occupancy) and occupancy < 0.25
+                      else "latency/dependency-bound: busy warps, no roof")
+    return labels or [band(S)]
+
+
+def band(S: float) -> str:
+    if np.isnan(S):
+        return "no data"
+    return "high saturation" if S >= HIGH else "moderate saturation" if S >= LOW else "low saturation"
+
+
+# ---------------------------------------------------------------------------------------------
+# Job aggregation (§6.4): arrays are (gpus, samples)
+
+def steady_state(busy: np.ndarray) -> slice:
+    """Samples from the first to the last where the job's median busy fraction exceeds 0.5 (warm-up
+    and tear-down trimmed); the whole run when it never does."""
+    median = np.nanmedian(np.where(np.isnan(busy), np.nan, busy), axis=0) if busy.size else np.array([])
+    above = np.flatnonzero(np.nan_to_num(median, nan=0.0) > 0.5)
+    if not len(above):
+        return slice(0, busy.shape[1] if busy.ndim == 2 else 0)
+    return slice(int(above[0]), int(above[-1]) + 1)
+
+
+@dataclass
+class GpuSummary:
+    score: float  # mean S over the steady state, 0..1
+    compute: float
+    memory: float
+    link: float
+    busy: float
+    p10: float
+    p50: float
+    p90: float
+    time_high: float  # fraction of steady samples with S >= 0.6
+    limiter: str  # the most frequent limiter
+    limiter_share: dict
+    clock_factor: float
+    throttled: float  # fraction of samples with a power or thermal reason
+    labels: list[str]
+
+
+@dataclass
+class JobSummary:
+    score: float  # 0..100: mean of the per-GPU means
+    compute: float
+    memory: float
+    link: float
+    limiter: str
+    limiter_share: dict
+    minimum: float
+    maximum: float
+    imbalance: float  # (max - min) / mean of per-GPU scores
+    idle_gpus: int
+    window: slice
+    energy_j: float | None
+    energy_low_j: float | None  # energy spent while S < 0.3
+    gpus: list[GpuSummary]
+    labels: list[str]
+
+    @property
+    def limiter_words(self) -> str:
+        return {"tensor": "tensor cores", "fp64": "FP64 pipes", "fp32": "FP32 pipes", "fp16": "FP16 pipes",
+                "dram": "memory bandwidth (HBM)", "nvlink": "NVLink", "pcie": "PCIe", "c2c": "NVLink-C2C"}.get(self.limiter,
+                                                                                                             self.limiter or "nothing")
+
+
+def _share(limiter: np.ndarray) -> dict:
+    valid = limiter[limiter >= 0]
+    if not valid.size:
+        return {}
+    counts = np.bincount(valid, minlength=len(LIMITERS))
+    return {LIMITERS[i]: round(float(counts[i]) / valid.size, 4) for i in np.flatnonzero(counts)}
+
+
+def summarize(scores: Scores, *, interval_s: float, power_w: np.ndarray | None = None) -> JobSummary:
+    """Per-GPU and job numbers over the steady-state window of (gpus, samples) scores."""
+    window = steady_state(scores.busy)
+    pick = lambda array: array[:, window]  # noqa: E731
+    S, busy = pick(scores.S), pick(scores.busy)
+    gpus = []
+    with np.errstate(invalid="ignore"):
+        for row in range(S.shape[0]):
+            s = S[row]
+            limiter = pick(scores.limiter)[row]
+            share = _share(limiter)
+            throttled = float(np.mean((pick(scores.throttle)[row] & (POWER_BITS | THERMAL_BITS)) > 0)) if s.size else 0.0
+            summary = GpuSummary(
+                score=float(np.nanmean(s)) if np.isfinite(s).any() else float("nan"),
+                compute=float(np.nanmean(pick(scores.C)[row])) if np.isfinite(pick(scores.C)[row]).any() else float("nan"),
+                memory=float(np.nanmean(pick(scores.M)[row])) if np.isfinite(pick(scores.M)[row]).any() else float("nan"),
+                link=float(np.nanmean(pick(scores.L)[row])) if np.isfinite(pick(scores.L)[row]).any() else float("nan"),
+                busy=float(np.nanmean(busy[row])) if np.isfinite(busy[row]).any() else float("nan"),
+                p10=float(np.nanpercentile(s, 10)) if np.isfinite(s).any() else float("nan"),
+                p50=float(np.nanpercentile(s, 50)) if np.isfinite(s).any() else float("nan"),
+                p90=float(np.nanpercentile(s, 90)) if np.isfinite(s).any() else float("nan"),
+                time_high=float(np.mean(s >= HIGH)) if s.size else 0.0,
+                limiter=max(share, key=share.get) if share else "", limiter_share=share,
+                clock_factor=float(np.nanmean(pick(scores.clock_factor)[row])) if np.isfinite(pick(scores.clock_factor)[row]).any() else float("nan"),
+                throttled=throttled, labels=[])
+            summary.labels = diagnose(summary.score, summary.limiter, summary.busy,
+                                      float(np.nanmean(pick(scores.sm_active)[row])) if np.isfinite(pick(scores.sm_active)[row]).any() else float("nan"),
+                                      float(np.nanmean(pick(scores.occupancy)[row])) if np.isfinite(pick(scores.occupancy)[row]).any() else float("nan"),
+                                      summary.clock_factor, throttled)
+            gpus.append(summary)
+    means = np.array([g.score for g in gpus], dtype=float)
+    active = means[np.isfinite(means)]
+    job_score = float(np.mean(active)) if active.size else float("nan")
+    share = _share(pick(scores.limiter).ravel())
+    energy = energy_low = None
+    if power_w is not None and np.size(power_w):
+        power = np.nan_to_num(np.asarray(power_w, dtype=float)[:, window], nan=0.0)
+        energy = float(power.sum() * interval_s)
+        energy_low = float((power * (np.nan_to_num(S, nan=0.0) < LOW)).sum() * interval_s)
+    component = lambda name: float(np.nanmean([getattr(g, name) for g in gpus])) if gpus and np.isfinite([getattr(g, name) for g in gpus]).any() else float("nan")  # noqa: E731
+    idle = sum(1 for g in gpus if np.isfinite(g.busy) and g.busy < 0.05)
+    job = JobSummary(
+        score=round(100 * job_score, 1) if np.isfinite(job_score) else float("nan"),
+        compute=component("compute"), memory=component("memory"), link=component("link"),
+        limiter=max(share, key=share.get) if share else "", limiter_share=share,
+        minimum=float(active.min()) if active.size else float("nan"), maximum=float(active.max()) if active.size else float("nan"),
+        imbalance=float((active.max() - active.min()) / job_score) if active.size and job_score > 0 else float("nan"),
+        idle_gpus=idle, window=window, energy_j=energy, energy_low_j=energy_low, gpus=gpus, labels=[])
+    labels = []
+    if idle:
+        labels.append(f"{idle} idle GPU{'s' * (idle > 1)}")
+    common = {}
+    for g in gpus:
+        for label in g.labels:
+            common[label] = common.get(label, 0) + 1
+    labels += [label for label, count in sorted(common.items(), key=lambda item: -item[1]) if count >= max(1, len(gpus) // 2)]
+    job.labels = labels or [band(job_score)]
+    return job
