@@ -313,6 +313,8 @@ TELEMETRY_MAX_SERIES_ROWS = env.int("TELEMETRY_MAX_SERIES_ROWS", default=200_000
 # Job data products: how often running jobs are re-read, and for how long after the end.
 TELEMETRY_REFRESH_SECONDS = env.int("TELEMETRY_REFRESH_SECONDS", default=300)
 TELEMETRY_RECENT_HOURS = env.int("TELEMETRY_RECENT_HOURS", default=6)
+# Saturation scores of running jobs are recomputed this often (seconds); finished jobs once.
+SATURATION_REFRESH_SECONDS = env.int("SATURATION_REFRESH_SECONDS", default=600)
 # How many hours of the running demo Megatron job `manage.py demo` fills with synthetic telemetry.
 DEMO_TELEMETRY_HOURS = env.float("DEMO_TELEMETRY_HOURS", default=3.0)
 # Live reads of running jobs from the DCGM host engines on compute nodes (0: off). The workers need
@@ -363,6 +365,8 @@ JOB_TOKEN_GRACE_HOURS = env.int("JOB_TOKEN_GRACE_HOURS", default=24)
 CELERY_BEAT_SCHEDULE["jobs.sync_clusters"] = {"task": "jobs.sync_clusters", "schedule": float(SLURM_SYNC_SECONDS)}
 CELERY_BEAT_SCHEDULE["telemetry.materialize_recent_jobs"] = {"task": "telemetry.materialize_recent_jobs",
                                                              "schedule": float(TELEMETRY_REFRESH_SECONDS)}
+CELERY_BEAT_SCHEDULE["saturation.score_recent_jobs"] = {"task": "saturation.score_recent_jobs",
+                                                         "schedule": float(SATURATION_REFRESH_SECONDS)}
 if TELEMETRY_DCGM_PORT:
     CELERY_BEAT_SCHEDULE["telemetry.read_dcgm_live_running"] = {"task": "telemetry.read_dcgm_live_running", "schedule": 60.0}
 # Clusters with sync mode "slurmrestd" are read from their slurmrestd_url (http(s)://host:port or

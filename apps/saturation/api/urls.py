@@ -1,8 +1,12 @@
-"""REST endpoints of the saturation app, mounted under /api/v1/saturation/."""
-from rest_framework.routers import SimpleRouter
+"""Saturation endpoints, mounted at the top of /api/v1/ next to the job they belong to."""
+from django.urls import path
+
+from . import views
 
 app_name = "saturation-api"
 
-router = SimpleRouter()
-
-urlpatterns = [*router.urls]
+urlpatterns = [
+    path("jobs/<slug:cluster>/<int:job_id>/saturation/", views.SaturationView.as_view(), name="saturation"),
+    path("jobs/<slug:cluster>/<int:job_id>/saturation/heatmap/", views.HeatmapView.as_view(), name="heatmap"),
+    path("jobs/<slug:cluster>/<int:job_id>/stragglers/", views.StragglersView.as_view(), name="stragglers"),
+]

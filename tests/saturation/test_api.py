@@ -1,0 +1,78 @@
+"""Scoring a job end to end (store -> task -> record -> API), and who may read it."""
+from datetime import timedelta
+
+import pandas as pd
+import pytest
+from django.utils import timezone
+
+from apps.saturation.models import JobSaturation
+from apps.saturation.services import job_saturation_refresh
+from apps.telemetry.synthetic_jobs import default_planted, job_chunks
+
+HOSTS = [f"nid{n:06d}" for n in range(1, 9)]
+
+
+@pytest.fixture
+def scored_job(db, store):
+    from apps.jobs.models import Cluster, Job
+
+    start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    job = Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=12, user_name="alice", account="a-llm01",
+                             state="RUNNING", submit_time=start - timedelta(minutes=3), start_time=start, node_list=HOSTS)
+    for chunk in job_chunks("megatron", HOSTS, start, 3500, seed=5):
+        store.write(chunk)
+    return job
+
+
+def test_refresh_scores_the_job_and_the_api_serves_it(scored_job, api_client, make_user):
+    record = job_saturation_refresh(scored_job)
+    assert record.status == "ready" and record.limiter == "tensor" and 50 <= record.score <= 80
+    assert len(record.per_gpu) == 32 and {"host", "gpu", "rank", "score", "compute", "memory", "link", "limiter", "busy",
+                                          "label"} <= set(record.per_gpu[0])
+    api_client.force_authenticate(make_user("alice"))
+    body = api_client.get("/api/v1/jobs/alps/12/saturation/").json()
+    assert body["job_score"] == record.score and body["limiter"] == "tensor"
+    assert set(body["components"]) == {"compute", "memory", "link"} and len(body["per_gpu"]) == 32
+    heat = api_client.get("/api/v1/jobs/alps/12/saturation/heatmap/", {"metric": "clock_factor", "bins": "20", "sort": "score"}).json()
+    assert len(heat["rows"]) == 32 and len(heat["times"]) <= 20 and all(len(row) == len(heat["times"]) for row in heat["values"])
+    scores = [row["score"] for row in heat["rows"]]
+    assert scores == sorted(scores)
+    host, gpu = default_planted(HOSTS).throttled
+    clock_by_gpu = {(r["host"], r["gpu"]): pd.Series(v, dtype=float).median() for r, v in zip(heat["rows"], heat["values"])}
+    assert min(clock_by_gpu, key=clock_by_gpu.get) == (host, gpu)  # the throttled GPU has the lowest clock
+    bad = api_client.get("/api/v1/jobs/alps/12/saturation/heatmap/", {"metric": "nope", "bins": "0", "sort": "x"})
+    assert bad.status_code == 400 and {e["field"] for e in bad.json()["errors"]} == {"metric", "bins", "sort"}
+    assert isinstance(api_client.get("/api/v1/jobs/alps/12/stragglers/").json(), list)
+
+
+def test_who_may_read_and_what_an_unscored_job_says(scored_job, api_client, make_user):
+    api_client.force_authenticate(make_user("alice"))
+    response = api_client.get("/api/v1/jobs/alps/12/saturation/")
+    assert response.status_code == 404 and "not scored yet" in response.json()["detail"]
+    job_saturation_refresh(scored_job)
+    api_client.force_authenticate(make_user("bob"))
+    assert api_client.get("/api/v1/jobs/alps/12/saturation/").status_code == 404
+    api_client.force_authenticate(make_user("mia", accounts=["a-llm01"]))
+    assert api_client.get("/api/v1/jobs/alps/12/saturation/").status_code == 200
+    api_client.force_authenticate(None)
+    assert api_client.get("/api/v1/jobs/alps/12/saturation/").status_code in (401, 403)
+
+
+def test_the_task_and_the_periodic_selection(scored_job):
+    from apps.saturation.tasks import score_job_task, score_recent_jobs_task
+
+    assert score_recent_jobs_task.apply().get() == [scored_job.pk]
+    assert score_job_task.apply(args=[scored_job.pk]).get()["status"] == "ready"
+    assert score_recent_jobs_task.apply().get() == []
+    JobSaturation.objects.filter(job=scored_job).update(computed=timezone.now() - timedelta(hours=2))
+    assert score_recent_jobs_task.apply().get() == [scored_job.pk]
+
+
+def test_no_telemetry_is_said_not_guessed(db, store):
+    from apps.jobs.models import Cluster, Job
+
+    job = Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=13, user_name="a", account="a", state="RUNNING",
+                             submit_time=timezone.now() - timedelta(hours=1), start_time=timezone.now() - timedelta(minutes=50),
+                             node_list=["nid000099"])
+    record = job_saturation_refresh(job)
+    assert record.status == "empty" and record.score is None and "no telemetry" in record.message
