@@ -93,4 +93,7 @@ class JobDetailView(TemplateView):
         from apps.telemetry.views import telemetry_context
 
         context.update(telemetry_context(job, self.request.GET))
+        from apps.saturation.views import saturation_context
+
+        context.update(saturation_context(job, self.request.GET))
         return context

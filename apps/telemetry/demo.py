@@ -1,4 +1,4 @@
-"""Demo part: synthetic GPU telemetry for three demo jobs, and their job pages ready to show it.
+"""Demo part: synthetic GPU telemetry for three demo jobs, scored, and their job pages ready to show it.
 
 * the running 128-node Megatron job: its last three hours at 10 s (``DEMO_TELEMETRY_HOURS``), with a power-throttled GPU (the
   straggler), a hot GPU and a node with a degraded NIC planted (see ``synthetic_jobs``);
@@ -78,7 +78,10 @@ def build(context: DemoContext) -> dict:
             samples += store.write(chunk)
         jobs.append(job)
         context.shared[f"telemetry_{profile}_job"] = (job.cluster.name, job.job_id)
+    from apps.saturation.services import job_saturation_refresh
+
     for job in jobs:
         job_telemetry_refresh(job)
+        job_saturation_refresh(job)
     context.shared["telemetry_planted"] = planted.as_dict()
     return {"samples": samples, "jobs": len(jobs)}

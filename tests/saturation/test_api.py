@@ -76,3 +76,15 @@ def test_no_telemetry_is_said_not_guessed(db, store):
                              node_list=["nid000099"])
     record = job_saturation_refresh(job)
     assert record.status == "empty" and record.score is None and "no telemetry" in record.message
+
+
+def test_job_page_shows_the_score_the_limiter_in_words_and_the_figures(scored_job, client, make_user):
+    job_saturation_refresh(scored_job)
+    client.force_login(make_user("alice"))
+    page = client.get("/jobs/alps/12/?smetric=C&ssort=score").content.decode()
+    record = JobSaturation.objects.get(job=scored_job)
+    assert f'<dd id="saturation-score">{record.score:.0f} ' in page
+    assert "limited most of the time by\n    <strong>tensor cores</strong>" in page
+    for element in ("saturation-heatmap", "saturation-bands", "saturation-scatter"):
+        assert f'id="{element}"' in page
+    assert '<option value="C" selected>' in page and '<option value="score" selected>' in page
