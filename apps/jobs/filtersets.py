@@ -7,6 +7,7 @@ from .models import Job, JobStateChoices
 SORTABLE = {
     "submitted": "submit_time", "started": "start_time", "ended": "end_time", "job": "job_id", "nodes": "node_count",
     "state": "state", "user": "user_name", "account": "account", "name": "name", "partition": "partition",
+    "saturation": "saturation__score",
 }
 
 

@@ -17,7 +17,8 @@ from .selectors import job_get_for_user, job_list_for_user
 
 PAGE_SIZE = 50
 COLUMNS = [("job", "Job"), ("name", "Name"), ("user", "User"), ("account", "Account"), ("state", "State"),
-           ("nodes", "Nodes"), ("submitted", "Submitted"), ("started", "Started"), ("ended", "Ended")]
+           ("nodes", "Nodes"), ("submitted", "Submitted"), ("started", "Started"), ("ended", "Ended"),
+           ("saturation", "Saturation")]
 
 
 class JobListView(TemplateView):
@@ -37,6 +38,12 @@ class JobListView(TemplateView):
         if not params.get("ordering"):
             jobs = jobs.order_by("-submit_time", "-job_id")
         page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
+        # The saturation app builds on jobs: ask it for this page's scores only (one query).
+        from apps.saturation.selectors import saturation_by_job
+
+        results = saturation_by_job([job.pk for job in page.object_list])
+        for job in page.object_list:
+            job.saturation_result = results.get(job.pk)
         ordering = params.get("ordering", "-submitted")
 
         def sort_link(key: str) -> str:

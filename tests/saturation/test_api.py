@@ -88,3 +88,44 @@ def test_job_page_shows_the_score_the_limiter_in_words_and_the_figures(scored_jo
     for element in ("saturation-heatmap", "saturation-bands", "saturation-scatter"):
         assert f'id="{element}"' in page
     assert '<option value="C" selected>' in page and '<option value="score" selected>' in page
+
+
+def test_job_list_shows_and_sorts_by_score_and_flags(scored_job, client, make_user):
+    from apps.jobs.models import Job
+
+    job_saturation_refresh(scored_job)
+    JobSaturation.objects.filter(job=scored_job).update(flags=["straggler"])
+    other = Job.objects.create(cluster=scored_job.cluster, job_id=14, user_name="alice", account="a", state="COMPLETED",
+                               submit_time=timezone.now() - timedelta(hours=3), start_time=timezone.now() - timedelta(hours=3),
+                               end_time=timezone.now() - timedelta(hours=2), node_list=["nid000001"])
+    JobSaturation.objects.create(job=other, status="ready", score=12.0, flags=["low saturation"])
+    client.force_login(make_user("alice"))
+    page = client.get("/jobs/?ordering=saturation").content.decode()
+    first, second = page.index("alps/14"), page.index("alps/12")
+    assert first < second  # 12 before the Megatron-like job's score
+    assert 'title="straggler">straggler</span>' in page and 'title="low saturation">low saturation</span>' in page
+    descending = client.get("/jobs/?ordering=-saturation").content.decode()
+    assert descending.index("alps/12") < descending.index("alps/14")
+
+
+def test_job_report_prints_the_score_table(scored_job):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="not scored yet"):
+        call_command("job_report", "alps", "12", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("job_report", "alps", "12", "--score", stdout=out)
+    text = out.getvalue().splitlines()
+    record = JobSaturation.objects.get(job=scored_job)
+    assert text[1].startswith(f"Saturation {record.score:.0f}/100, limited by tensor cores")
+    assert "The 10 least saturated of 32 GPUs" in out.getvalue()
+    table = text[text.index(next(line for line in text if line.startswith("GPU "))) + 1:]
+    assert len(table) == 10
+    planted = default_planted(HOSTS)
+    lowest = {" ".join(line.split()[:3]) for line in table[:5]}
+    # the least saturated: the slow-NIC node's four GPUs and the power-throttled one
+    assert lowest == {f"{planted.slow_nic} GPU {g}" for g in range(4)} | {f"{planted.throttled[0]} GPU {planted.throttled[1]}"}
+    with pytest.raises(CommandError, match="no job alps/999"):
+        call_command("job_report", "alps", "999", stdout=io.StringIO())
