@@ -5,7 +5,8 @@ Three profiles, in DCGM's ids and units (ratios 0..1, bytes/s, MHz, W, mJ, °C, 
 * ``megatron`` — a synchronous data-parallel training run: warm-up with data loading over C2C, a
   compute-bound training phase (tensor pipes ~0.6, SM activity ~0.9, NVLink bursts from the tensor-
   parallel all-reduces, ~600 W), a checkpoint every 30 minutes (a minute and a half of idle SMs and
-  heavy C2C writes), and an evaluation phase at the end that leans on memory. All GPUs move in
+  heavy C2C writes), and, in windows of an hour or more, an evaluation phase at the end that leans on
+  memory. All GPUs move in
   lockstep (one shared per-step factor) with small independent noise. Planted:
   ``throttled`` — one GPU pinned at a lower power cap: SM clock ~28 % below its peers, the SW power-cap
   bit (0x4) in field 112, less tensor work; because training is synchronous every other GPU waits a
@@ -76,7 +77,8 @@ def _timeline(duration_s: float, interval_s: float, rng: np.random.Generator, el
     seconds = np.arange(0, duration_s, interval_s, dtype=float)
     absolute = seconds + elapsed_before_s  # where the window sits in the whole run
     warmup = absolute < 600
-    evaluation = seconds >= duration_s - 900
+    # the last 15 minutes evaluate, in windows long enough to have trained first
+    evaluation = (seconds >= duration_s - 900) & (duration_s >= 3600)
     checkpoint = ~warmup & ~evaluation & ((absolute % 1800) < 90) & (absolute >= 1800)
     train = ~warmup & ~evaluation & ~checkpoint
     lockstep = np.clip(rng.normal(1.0, 0.035, len(seconds)), 0.85, 1.1)

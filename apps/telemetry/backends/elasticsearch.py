@@ -76,7 +76,7 @@ import pandas as pd
 from .. import fields as dcgm_fields
 from .base import (
     COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, aggregate_frame, canonical,
-    check_stats, deduplicate, empty_frame, latest_frame, sort_samples, step_seconds,
+    check_stats, deduplicate, empty_frame, latest_frame, sort_samples, step_seconds, utc_from_ns,
 )
 
 log = logging.getLogger(__name__)
@@ -462,7 +462,7 @@ class ElasticsearchBackend(TelemetryBackend):
             return empty_frame()
         ts = [value if isinstance(value, int) else _parse_ts(value) for value in rows["ts"]]
         frame = pd.DataFrame({
-            "ts": pd.to_datetime(np.asarray(ts, dtype="int64"), utc=True), "cluster": rows["cluster"],
+            "ts": utc_from_ns(ts), "cluster": rows["cluster"],
             "host": rows["host"], "gpu": rows["gpu"], "uuid": rows["uuid"], "field": rows["field"],
             "value": [_float(v) for v in rows["value"]]})
         out = canonical(frame)
@@ -604,7 +604,7 @@ class ElasticsearchBackend(TelemetryBackend):
         if not records:
             return aggregate_frame(empty_frame(), step, stats)
         out = pd.DataFrame.from_records(records)
-        out["bucket"] = pd.to_datetime(out["bucket"].astype("int64"), unit="ms", utc=True).astype("datetime64[ns, UTC]")
+        out["bucket"] = utc_from_ns(out["bucket"].astype("int64").to_numpy() * 1_000_000)
         out["cluster"] = out["cluster"].astype(str)
         out["host"] = out["host"].astype(str)
         out["gpu"] = out["gpu"].astype("int16")

@@ -33,7 +33,7 @@ import pandas as pd
 
 from .base import (
     COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, canonical, check_stats,
-    empty_frame, step_seconds,
+    empty_frame, step_seconds, utc_from_ns,
 )
 
 NS = 1_000_000_000
@@ -293,7 +293,7 @@ class EmbeddedBackend(TelemetryBackend):
             out = self._with_names(db, pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0])
         if "mean" in stats:
             out["mean"] = out["total"] / out["count"]
-        out["bucket"] = pd.to_datetime(out["bucket"].astype("int64"), utc=True)
+        out["bucket"] = utc_from_ns(out["bucket"])
         out["field"] = out["field"].astype("int32")
         out["count"] = out["count"].astype("int64")
         return out[columns]
@@ -370,7 +370,7 @@ def _ns(moment) -> int:
 
 def _canonical_types(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
-        "ts": pd.to_datetime(frame["ts"].astype("int64"), utc=True),
+        "ts": utc_from_ns(frame["ts"]),
         "cluster": frame["cluster"].astype(object), "host": frame["host"].astype(object),
         "gpu": frame["gpu"].astype("int16"), "uuid": frame["uuid"].astype(object),
         "field": frame["field"].astype("int32"), "value": frame["value"].astype("float64"),
