@@ -51,11 +51,12 @@ MODELS = {
 DEFAULT_MODEL = MODELS["GH200"]
 
 
-def model_for(device_name: str | None, models: dict[str, GpuModel] = MODELS) -> GpuModel:
+def model_for(device_name: str | None, models: dict[str, GpuModel] = MODELS, default: GpuModel | None = None) -> GpuModel:
+    """The model whose name patterns occur in ``device_name``; ``default`` (GH200) otherwise."""
     for model in models.values():
         if device_name and any(pattern in device_name for pattern in model.matches):
             return model
-    return DEFAULT_MODEL
+    return default or DEFAULT_MODEL
 
 
 @dataclass
@@ -71,13 +72,18 @@ class Scores:
     sm_active: np.ndarray  # A
     occupancy: np.ndarray  # O
     clock_factor: np.ndarray  # k = SM clock / max SM clock
-    throttle: np.ndarray  # reasons bitmask (0 where unknown)
+    power_capped: np.ndarray  # share of the sample's time with a power-cap reason (0..1; 0 where unknown)
+    thermal: np.ndarray  # share with a thermal-slowdown reason
 
     @property
     def S_busy(self) -> np.ndarray:
         """Saturation while busy: separates idle-but-at-the-roof from always-running-never-near-it."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.minimum(1.0, self.S / np.maximum(self.busy, EPSILON))
+
+    @property
+    def throttled(self) -> np.ndarray:
+        return np.maximum(self.power_capped, self.thermal)
 
     def limiter_names(self) -> np.ndarray:
         names = np.array([*LIMITERS, ""], dtype=object)
@@ -89,8 +95,19 @@ def _get(values: dict, field_id: int, shape) -> np.ndarray:
     return np.full(shape, np.nan) if array is None else np.asarray(array, dtype=float)
 
 
-def score(values: dict[int, np.ndarray], model: GpuModel = DEFAULT_MODEL) -> Scores:
-    """Score samples given as ``{DCGM field id: array}`` (any common shape, DCGM units)."""
+def throttle_shares(reasons: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(power-capped, thermal) as 0/1 per sample from DCGM's clock-event reasons bitmask (field 112)."""
+    mask = np.nan_to_num(np.asarray(reasons, dtype=float), nan=0.0).astype(np.int64)
+    return ((mask & POWER_BITS) > 0).astype(float), ((mask & THERMAL_BITS) > 0).astype(float)
+
+
+def score(values: dict[int, np.ndarray], model: GpuModel = DEFAULT_MODEL,
+          throttle: tuple[np.ndarray, np.ndarray] | None = None) -> Scores:
+    """Score samples given as ``{DCGM field id: array}`` (any common shape, DCGM units).
+
+    ``throttle`` gives the (power-capped, thermal) share of each sample's time when the samples are
+    bucket means, where a mean of the reasons bitmask (field 112) would mean nothing; without it the
+    bitmask in ``values[112]`` is read per sample."""
     shape = np.shape(next(iter(values.values())))
     ceilings = model.ceilings
     candidates = []
@@ -125,10 +142,13 @@ def score(values: dict[int, np.ndarray], model: GpuModel = DEFAULT_MODEL) -> Sco
     clock = _get(values, 100, shape)
     max_clock = _get(values, 113, shape)
     max_clock = np.where(np.isnan(max_clock) | (max_clock <= 0), model.max_sm_clock_mhz, max_clock)
-    throttle = np.nan_to_num(_get(values, 112, shape), nan=0.0).astype(np.int64)
+    if throttle is None:
+        power_capped, thermal = throttle_shares(_get(values, 112, shape))
+    else:
+        power_capped, thermal = (np.nan_to_num(np.broadcast_to(np.asarray(a, dtype=float), shape), nan=0.0) for a in throttle)
     return Scores(S=saturation, C=compute, M=memory, L=link, limiter=limiter, busy=busy,
                   sm_active=_get(values, 1002, shape), occupancy=_get(values, 1003, shape),
-                  clock_factor=clock / max_clock, throttle=throttle)
+                  clock_factor=clock / max_clock, power_capped=power_capped, thermal=thermal)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,50 +247,81 @@ def _share(limiter: np.ndarray) -> dict:
     return {LIMITERS[i]: round(float(counts[i]) / valid.size, 4) for i in np.flatnonzero(counts)}
 
 
+def _row_means(array: np.ndarray) -> np.ndarray:
+    """Mean of each row ignoring NaN; NaN for a row without any value (no warning)."""
+    valid = np.isfinite(array)
+    counts = valid.sum(axis=1)
+    sums = np.where(valid, array, 0.0).sum(axis=1, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _row_percentiles(array: np.ndarray, quantiles=(10, 50, 90)) -> np.ndarray:
+    """(len(quantiles), rows) NaN-aware percentiles, NaN for empty rows, without nanpercentile's per-row
+    warnings: rows are sorted once with NaN last and interpolated by each row's own count."""
+    rows = array.shape[0]
+    if not array.size:
+        return np.full((len(quantiles), rows), np.nan)
+    ordered = np.sort(np.where(np.isfinite(array), array, np.inf), axis=1)
+    counts = np.isfinite(array).sum(axis=1)
+    out = np.full((len(quantiles), rows), np.nan)
+    has = counts > 0
+    index = np.arange(rows)
+    for i, q in enumerate(quantiles):
+        position = (counts - 1).clip(min=0) * q / 100.0
+        low = np.floor(position).astype(np.int64)
+        high = np.minimum(low + 1, (counts - 1).clip(min=0))
+        weight = position - low
+        value = ordered[index, low] * (1 - weight) + np.where(weight > 0, ordered[index, high], 0.0) * weight
+        out[i] = np.where(has, value, np.nan)
+    return out
+
+
 def summarize(scores: Scores, *, interval_s: float, power_w: np.ndarray | None = None) -> JobSummary:
     """Per-GPU and job numbers over the steady-state window of (gpus, samples) scores."""
     window = steady_state(scores.busy)
-    pick = lambda array: array[:, window]  # noqa: E731
-    S, busy = pick(scores.S), pick(scores.busy)
+    pick = lambda array: np.asarray(array)[:, window]  # noqa: E731
+    S, busy, limiter = pick(scores.S), pick(scores.busy), pick(scores.limiter)
+    means = {name: _row_means(pick(getattr(scores, name))) for name in ("S", "C", "M", "L", "busy", "sm_active", "occupancy",
+                                                                          "clock_factor", "throttled")}
+    p10, p50, p90 = _row_percentiles(S)
+    known = np.isfinite(S).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        time_high = np.where(known > 0, (S >= HIGH).sum(axis=1) / np.maximum(known, 1), 0.0)
+    counts = np.stack([(limiter == i).sum(axis=1) for i in range(len(LIMITERS))], axis=1)  # (gpus, limiters)
+    totals = counts.sum(axis=1)
     gpus = []
-    with np.errstate(invalid="ignore"):
-        for row in range(S.shape[0]):
-            s = S[row]
-            limiter = pick(scores.limiter)[row]
-            share = _share(limiter)
-            throttled = float(np.mean((pick(scores.throttle)[row] & (POWER_BITS | THERMAL_BITS)) > 0)) if s.size else 0.0
-            summary = GpuSummary(
-                score=float(np.nanmean(s)) if np.isfinite(s).any() else float("nan"),
-                compute=float(np.nanmean(pick(scores.C)[row])) if np.isfinite(pick(scores.C)[row]).any() else float("nan"),
-                memory=float(np.nanmean(pick(scores.M)[row])) if np.isfinite(pick(scores.M)[row]).any() else float("nan"),
-                link=float(np.nanmean(pick(scores.L)[row])) if np.isfinite(pick(scores.L)[row]).any() else float("nan"),
-                busy=float(np.nanmean(busy[row])) if np.isfinite(busy[row]).any() else float("nan"),
-                p10=float(np.nanpercentile(s, 10)) if np.isfinite(s).any() else float("nan"),
-                p50=float(np.nanpercentile(s, 50)) if np.isfinite(s).any() else float("nan"),
-                p90=float(np.nanpercentile(s, 90)) if np.isfinite(s).any() else float("nan"),
-                time_high=float(np.mean(s >= HIGH)) if s.size else 0.0,
-                limiter=max(share, key=share.get) if share else "", limiter_share=share,
-                clock_factor=float(np.nanmean(pick(scores.clock_factor)[row])) if np.isfinite(pick(scores.clock_factor)[row]).any() else float("nan"),
-                throttled=throttled, labels=[])
-            summary.labels = diagnose(summary.score, summary.limiter, summary.busy,
-                                      float(np.nanmean(pick(scores.sm_active)[row])) if np.isfinite(pick(scores.sm_active)[row]).any() else float("nan"),
-                                      float(np.nanmean(pick(scores.occupancy)[row])) if np.isfinite(pick(scores.occupancy)[row]).any() else float("nan"),
-                                      summary.clock_factor, throttled)
-            gpus.append(summary)
-    means = np.array([g.score for g in gpus], dtype=float)
-    active = means[np.isfinite(means)]
+    for row in range(S.shape[0]):
+        share = ({LIMITERS[i]: round(float(counts[row, i]) / totals[row], 4) for i in np.flatnonzero(counts[row])}
+                 if totals[row] else {})
+        summary = GpuSummary(
+            score=float(means["S"][row]), compute=float(means["C"][row]), memory=float(means["M"][row]),
+            link=float(means["L"][row]), busy=float(means["busy"][row]), p10=float(p10[row]), p50=float(p50[row]),
+            p90=float(p90[row]), time_high=float(time_high[row]),
+            limiter=LIMITERS[int(np.argmax(counts[row]))] if totals[row] else "", limiter_share=share,
+            clock_factor=float(means["clock_factor"][row]),
+            throttled=float(np.nan_to_num(means["throttled"][row], nan=0.0)), labels=[])
+        summary.labels = diagnose(summary.score, summary.limiter, summary.busy, float(means["sm_active"][row]),
+                                  float(means["occupancy"][row]), summary.clock_factor, summary.throttled)
+        gpus.append(summary)
+    per_gpu = means["S"]
+    active = per_gpu[np.isfinite(per_gpu)]
     job_score = float(np.mean(active)) if active.size else float("nan")
-    share = _share(pick(scores.limiter).ravel())
+    share = _share(limiter.ravel())
     energy = energy_low = None
     if power_w is not None and np.size(power_w):
         power = np.nan_to_num(np.asarray(power_w, dtype=float)[:, window], nan=0.0)
         energy = float(power.sum() * interval_s)
         energy_low = float((power * (np.nan_to_num(S, nan=0.0) < LOW)).sum() * interval_s)
-    component = lambda name: float(np.nanmean([getattr(g, name) for g in gpus])) if gpus and np.isfinite([getattr(g, name) for g in gpus]).any() else float("nan")  # noqa: E731
-    idle = sum(1 for g in gpus if np.isfinite(g.busy) and g.busy < 0.05)
+
+    def component(name):
+        values = means[name]
+        return float(np.mean(values[np.isfinite(values)])) if np.isfinite(values).any() else float("nan")
+
+    idle = int(np.sum(np.isfinite(means["busy"]) & (means["busy"] < 0.05)))
     job = JobSummary(
         score=round(100 * job_score, 1) if np.isfinite(job_score) else float("nan"),
-        compute=component("compute"), memory=component("memory"), link=component("link"),
+        compute=component("C"), memory=component("M"), link=component("L"),
         limiter=max(share, key=share.get) if share else "", limiter_share=share,
         minimum=float(active.min()) if active.size else float("nan"), maximum=float(active.max()) if active.size else float("nan"),
         imbalance=float((active.max() - active.min()) / job_score) if active.size and job_score > 0 else float("nan"),

@@ -1,8 +1,15 @@
-"""Writes of the saturation app: scoring a job from the telemetry store into its product."""
+"""Writes of the saturation app: scoring a job from the telemetry store into its product.
+
+The job is read a few nodes at a time (``SATURATION_HOSTS_PER_READ``) as bucket means on the scoring
+step — the store aggregates, so 1 Hz collectors cost no more than 10 s ones — plus the raw clock-event
+reasons (a bitmask, which has no meaningful mean). A page request never scores: it reads the row and
+the product file this writes.
+"""
 import math
 from datetime import timezone as dt_timezone
 from pathlib import Path
 
+import pandas as pd
 from django.conf import settings
 from django.utils import timezone
 
@@ -11,7 +18,9 @@ from apps.telemetry.services import job_window
 from apps.telemetry.store import telemetry_store
 
 from .models import JobSaturation, JobSaturationStatusChoices as Status
-from .products import FIELDS_NEEDED, score_samples
+from .products import FIELDS_NEEDED, REASONS_FIELD, SaturationCube, score_job, scoring_step
+from .selectors import gpu_model_for_job
+from .stragglers import find_stragglers
 
 
 def product_path(job) -> Path:
@@ -40,42 +49,87 @@ def rank_of_gpus(job) -> dict:
     return out
 
 
+def locations_of_gpus(pairs) -> dict:
+    """(host, gpu) -> {"nic", "switch", "group"} from the current topology (GPU i next to NIC i)."""
+    from apps.topology.selectors import topology_index_current
+
+    index = topology_index_current()
+    out = {}
+    for host, gpu in pairs:
+        found = index.nic_of(host, int(gpu))
+        if found:
+            nic, group, switch = found
+            out[(host, int(gpu))] = {"nic": nic, "switch": f"{group}.{switch}", "group": group}
+    return out
+
+
+def _job_frames(job, start, end, step, report, read: dict):
+    """The job's samples, a few nodes at a time: bucket means of the scored fields and the raw reasons.
+    ``read["samples"]`` counts the raw samples behind them."""
+    store = telemetry_store()
+    hosts = list(job.node_list)
+    per_read = max(1, settings.SATURATION_HOSTS_PER_READ)
+    for first in range(0, len(hosts), per_read):
+        chunk = tuple(hosts[first:first + per_read])
+        window = dict(start=start, end=end, cluster=job.cluster.name, hosts=chunk)
+        means = store.aggregate(Query(**window, fields=FIELDS_NEEDED), step, stats=("mean",))
+        reasons = store.read(Query(**window, fields=(REASONS_FIELD,)))
+        read["samples"] = read.get("samples", 0) + int(means["count"].sum()) + len(reasons)
+        report(5 + int(65 * (first + len(chunk)) / len(hosts)), f"read {first + len(chunk)} of {len(hosts)} nodes")
+        yield [means.rename(columns={"bucket": "ts", "mean": "value"}), reasons]
+
+
 def job_saturation_refresh(job, report=lambda done, message: None) -> JobSaturation:
-    """Score the job's steady state from its raw samples; idempotent (each run replaces the result).
-    Store errors (TelemetryUnavailable) propagate so the task can retry."""
+    """Score the job's steady state from its samples and find its stragglers; idempotent (each run
+    replaces the result). Store errors (TelemetryUnavailable) propagate so the task can retry."""
     record, _ = JobSaturation.objects.get_or_create(job=job)
     window = job_window(job)
     if window is None or not job.node_list:
         record.status, record.message = Status.STATUS_WAITING, "the job has not started on any node yet"
         record.save()
         return record
-    record.status, record.message = Status.STATUS_RUNNING, f"reading {len(job.node_list)} nodes"
+    start, end = window
+    step = scoring_step((end - start).total_seconds())
+    model = gpu_model_for_job(job)
+    record.status, record.message = Status.STATUS_RUNNING, f"reading {len(job.node_list)} nodes at {step} s buckets"
     record.save()
     report(5, record.message)
-    frame = telemetry_store().read(Query(start=window[0], end=window[1], cluster=job.cluster.name,
-                                         hosts=tuple(job.node_list), fields=FIELDS_NEEDED))
-    report(50, f"{len(frame):,} samples read")
-    record.window_start, record.window_end = window
-    if frame.empty:
+    record.window_start, record.window_end = start, end
+    read = {"samples": 0}
+    try:
+        scored = score_job(_job_frames(job, start, end, step, report, read), start=start, end=end, step_s=step,
+                           hosts_order=list(job.node_list), model=model)
+    except ValueError as exc:
+        if "no samples" not in str(exc):
+            raise
         record.status, record.message = Status.STATUS_EMPTY, "no telemetry for this job's nodes and run time"
         record.score = None
         record.computed = timezone.now()
         record.save()
         return record
-    cube, summary, scores, grid = score_samples(frame, hosts_order=list(job.node_list))
-    report(80, "scored")
-    ranks = rank_of_gpus(job)
+    report(80, "scored; looking for stragglers")
+    summary, cube = scored.summary, scored.cube
+    pairs = list(zip(scored.hosts, (int(g) for g in scored.gpus)))
+    ranks, places = rank_of_gpus(job), locations_of_gpus(pairs)
     per_gpu = []
-    for row, (host, gpu) in enumerate(zip(grid.hosts, grid.gpus)):
+    for row, (host, gpu) in enumerate(pairs):
         g = summary.gpus[row]
-        rank = ranks.get((host, int(gpu)), {})
-        per_gpu.append({"host": host, "gpu": int(gpu), "rank": rank.get("rank"), "pp": rank.get("pp"), "tp": rank.get("tp"),
-                        "dp": rank.get("dp"), "score": _number(100 * g.score if math.isfinite(g.score) else None, 2),
+        rank, place = ranks.get((host, gpu), {}), places.get((host, gpu), {})
+        per_gpu.append({"host": host, "gpu": gpu, "rank": rank.get("rank"), "pp": rank.get("pp"), "tp": rank.get("tp"),
+                        "dp": rank.get("dp"), "nic": place.get("nic"), "switch": place.get("switch"), "group": place.get("group"),
+                        "score": _number(100 * g.score if math.isfinite(g.score) else None, 2),
                         "compute": _number(g.compute), "memory": _number(g.memory), "link": _number(g.link),
                         "limiter": g.limiter, "busy": _number(g.busy), "p10": _number(g.p10), "p50": _number(g.p50),
                         "p90": _number(g.p90), "time_high": _number(g.time_high), "clock_factor": _number(g.clock_factor),
                         "throttled": _number(g.throttled), "label": g.labels[0] if g.labels else ""})
-    stragglers = _stragglers(cube, per_gpu)
+    stragglers = stragglers_of(cube, per_gpu)
+    for item in stragglers:
+        if item["level"] == "gpu":
+            next(g for g in per_gpu if g["host"] == item["host"] and g["gpu"] == item["gpu"])["straggler"] = item["signal"]
+        elif item["level"] == "node":
+            for g in per_gpu:
+                if g["host"] == item["host"]:
+                    g["straggler"] = item["signal"]
     path = product_path(job)
     cube.save(path)
     record.status, record.message = Status.STATUS_READY, ""
@@ -86,28 +140,23 @@ def job_saturation_refresh(job, report=lambda done, message: None) -> JobSaturat
     record.energy_j, record.energy_low_j = _number(summary.energy_j, 1), _number(summary.energy_low_j, 1)
     record.steady_start = (cube.warmup_end.astype("datetime64[us]").astype(object).replace(tzinfo=dt_timezone.utc)
                            if cube.warmup_end is not None else None)
-    record.samples = int(len(frame))
+    record.samples = read["samples"]
     record.per_gpu, record.stragglers = per_gpu, stragglers
     record.flags = (["idle GPUs"] if summary.idle_gpus else []) + (["straggler"] if stragglers else []) + (
         ["low saturation"] if record.score is not None and record.score < 30 else [])
     record.product = str(path.relative_to(settings.DATA_DIR))
+    record.gpu_model, record.step_seconds = model.name, step
     record.computed = timezone.now()
     record.save()
-    report(100, f"score {record.score} from {len(per_gpu)} GPUs")
+    report(100, f"score {record.score} from {len(per_gpu)} GPUs, {len(stragglers)} straggler finding(s)")
     return record
 
 
-def _stragglers(cube, per_gpu) -> list[dict]:
-    """Stragglers on the binned signals, when the detector is available (apps.saturation.stragglers)."""
-    try:
-        from . import stragglers as detector
-    except ImportError:
-        return []
-    import pandas as pd
-
-    gpus = pd.DataFrame(per_gpu)[["host", "gpu", "rank", "pp", "tp", "dp"]]
-    signals = {"saturation": cube.values["S"], "busy": cube.values["busy"],
-               "sm_clock": cube.values["clock_factor"] * 1980.0}
-    found = detector.find_stragglers(signals, gpus, interval_s=cube.bin_seconds) if hasattr(detector, "find_stragglers") else []
+def stragglers_of(cube: SaturationCube, per_gpu: list[dict]) -> list[dict]:
+    """Straggler findings on the product's binned signals, peers chosen by the job's layout."""
+    gpus = pd.DataFrame(per_gpu, columns=["host", "gpu", "rank", "pp", "tp", "dp", "nic", "switch", "group"])
+    signals = {name: cube.values[name] for name in ("S", "busy", "sm_clock", "power", "temperature") if name in cube.values}
+    context = {name: cube.values[name] for name in ("power_capped", "thermal") if name in cube.values}
+    found = find_stragglers(signals, gpus, interval_s=cube.bin_seconds, times=cube.bin_starts, steady=cube.steady_columns(),
+                            context=context)
     return [item.as_dict() for item in found]
-

@@ -141,6 +141,16 @@ class TopologyIndex:
         return hops
 
     # -----------------------------------------------------------------------------------------
+    def nic_of(self, hostname: str, lane: int) -> tuple[str, int, int] | None:
+        """(NIC name, group, switch index) of NIC ``lane`` of a node — GPU i uses NIC i on GH200 —
+        or None when the node or that NIC is not in the topology."""
+        row = self.row_of.get(hostname)
+        if row is None or not 0 <= lane < self.nic_switch.shape[1] or self.nic_switch[row, lane] < 0:
+            return None
+        group, switch = self.switch_keys[int(self.nic_switch[row, lane])]
+        name = next((nic.name for nic in self.topology.nodes[row].nics if nic.index == lane), f"hsn{lane}")
+        return name, int(group), int(switch)
+
     def rows(self, hostnames) -> np.ndarray:
         """Row numbers of ``hostnames`` (duplicates removed, order kept); unknown ones raise."""
         seen: dict[str, int] = {}

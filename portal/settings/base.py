@@ -197,7 +197,8 @@ CONTENT_SECURITY_POLICY = {
         "script-src": ["'self'"],
         # Plotly sets inline style attributes on the SVG it draws.
         "style-src": ["'self'", "'unsafe-inline'"],
-        "img-src": ["'self'", "data:"],
+        # blob: Plotly renders a figure to PNG (modebar camera, PNG buttons) through an object URL.
+        "img-src": ["'self'", "data:", "blob:"],
         "font-src": ["'self'", "data:"],
         "connect-src": ["'self'"],
         "frame-ancestors": ["'self'"],
@@ -315,6 +316,8 @@ TELEMETRY_REFRESH_SECONDS = env.int("TELEMETRY_REFRESH_SECONDS", default=300)
 TELEMETRY_RECENT_HOURS = env.int("TELEMETRY_RECENT_HOURS", default=6)
 # Saturation scores of running jobs are recomputed this often (seconds); finished jobs once.
 SATURATION_REFRESH_SECONDS = env.int("SATURATION_REFRESH_SECONDS", default=600)
+# Nodes read from the telemetry store per request while scoring a job (bounds the worker's memory).
+SATURATION_HOSTS_PER_READ = env.int("SATURATION_HOSTS_PER_READ", default=64)
 # How many hours of the running demo Megatron job `manage.py demo` fills with synthetic telemetry.
 DEMO_TELEMETRY_HOURS = env.float("DEMO_TELEMETRY_HOURS", default=3.0)
 # Live reads of running jobs from the DCGM host engines on compute nodes (0: off). The workers need

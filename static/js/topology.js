@@ -16,3 +16,12 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   });
 });
+
+// "PNG" buttons next to a figure: Plotly renders the figure as it is now (zoom, legend) to a file.
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-download-png]");
+  if (!button || typeof Plotly === "undefined") return;
+  const element = document.getElementById(button.dataset.downloadPng);
+  if (!element || element.dataset.rendered !== "true") return;
+  Plotly.downloadImage(element, { format: "png", filename: button.dataset.filename || element.id, scale: 2 });
+});

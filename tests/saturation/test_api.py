@@ -1,8 +1,13 @@
 """Scoring a job end to end (store -> task -> record -> API), and who may read it."""
+import io
 from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
 
 import pandas as pd
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from apps.saturation.models import JobSaturation
@@ -129,3 +134,111 @@ def test_job_report_prints_the_score_table(scored_job):
     assert lowest == {f"{planted.slow_nic} GPU {g}" for g in range(4)} | {f"{planted.throttled[0]} GPU {planted.throttled[1]}"}
     with pytest.raises(CommandError, match="no job alps/999"):
         call_command("job_report", "alps", "999", stdout=io.StringIO())
+
+
+# ---------------------------------------------------------------------------------------------
+# On the reference topology with the job's Megatron layout: stragglers on the hardware, downloads
+
+NODES = [f"nid{n:06d}" for n in range(1, 33)]
+
+
+@pytest.fixture
+def placed_job(db, store):
+    from django.core.management import call_command
+
+    from apps.jobs.models import Cluster, Job
+    from apps.ranks.models import JobLayout
+
+    call_command("import_topology", "--preset", "alps", stdout=open("/dev/null", "w"))
+    start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    job = Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=21, user_name="alice", account="a-llm01",
+                             state="RUNNING", submit_time=start, start_time=start, node_list=NODES, node_count=32, gpus=128)
+    JobLayout.objects.create(job=job, tp=4, pp=2, dp=16, world_size=128, tasks_per_node=4, source="sizes")
+    for chunk in job_chunks("megatron", NODES, start, 3500, seed=8, elapsed_before_s=7200):
+        store.write(chunk)
+    return job
+
+
+def test_stragglers_are_found_on_the_hardware_with_ranks_and_served(placed_job, api_client, make_user):
+    record = job_saturation_refresh(placed_job)
+    planted = default_planted(NODES)
+    assert record.status == "ready" and record.gpu_model == "GH200" and record.step_seconds == 10
+    gpu = next(g for g in record.per_gpu if (g["host"], g["gpu"]) == planted.throttled)
+    rank = NODES.index(planted.throttled[0]) * 4 + planted.throttled[1]
+    assert (gpu["rank"], gpu["nic"], gpu["straggler"]) == (rank, "hsn2", "sm_clock")
+    assert gpu["switch"].count(".") == 1 and gpu["group"] == int(gpu["switch"].split(".")[0])
+    api_client.force_authenticate(make_user("alice"))
+    found = api_client.get("/api/v1/jobs/alps/21/stragglers/").json()
+    assert {(s["level"], s["host"], s["gpu"]) for s in found} == {("gpu", *planted.throttled), ("gpu", *planted.hot),
+                                                                  ("node", planted.slow_nic, None)}
+    throttled = next(s for s in found if s["signal"] == "sm_clock")
+    assert {"host", "gpu", "rank", "signal", "z", "duration_s", "reason"} <= set(throttled)
+    assert throttled["reason"].startswith(f"rank {rank}, {planted.throttled[0]} GPU 2: SM clock 2")
+    assert throttled["switch"] == gpu["switch"] and throttled["nic"] == "hsn2" and throttled["duration_s"] >= 1800
+    assert "straggler" in record.flags
+    grouped = api_client.get("/api/v1/jobs/alps/21/saturation/heatmap/", {"sort": "group", "metric": "power"}).json()
+    groups = [row["group"] for row in grouped["rows"]]
+    assert groups == sorted(groups) and grouped["unit"] == "W" and grouped["title"] == "power"
+
+
+def test_downloads_as_csv_and_parquet(placed_job, api_client, make_user, tmp_path):
+    import duckdb
+
+    record = job_saturation_refresh(placed_job)
+    api_client.force_authenticate(make_user("alice"))
+    response = api_client.get("/api/v1/jobs/alps/21/saturation/gpus.csv")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    assert response["Content-Disposition"] == 'attachment; filename="saturation-alps-21-gpus.csv"'
+    table = pd.read_csv(io.BytesIO(response.content))
+    assert len(table) == 128 and table.loc[table["score"].idxmin(), "host"] in {default_planted(NODES).slow_nic,
+                                                                                default_planted(NODES).throttled[0]}
+    assert table["score"].round(2).tolist() == [g["score"] for g in record.per_gpu]
+    series = api_client.get("/api/v1/jobs/alps/21/saturation/series.parquet")
+    assert series.status_code == 200
+    path = tmp_path / "series.parquet"
+    path.write_bytes(series.content)
+    rows, hosts, power = duckdb.sql(f"SELECT count(*), count(DISTINCT host), avg(power) FROM '{path}'").fetchone()
+    cube_bins = len(np.load(Path(settings.DATA_DIR) / record.product)["bin_starts"])
+    assert rows == 128 * cube_bins and hosts == 32 and 300 < power < 700
+    assert api_client.get("/api/v1/jobs/alps/21/saturation/gpus.xlsx").status_code == 404
+    api_client.force_authenticate(make_user("bob"))
+    assert api_client.get("/api/v1/jobs/alps/21/saturation/gpus.csv").status_code == 404
+
+
+def test_staff_edit_the_ceilings_and_the_next_scoring_uses_them(placed_job):
+    from django.core.exceptions import ValidationError
+
+    from apps.saturation.models import GpuModelCeiling
+
+    before = job_saturation_refresh(placed_job).score
+    row = GpuModelCeiling.objects.get(name="GH200")
+    row.tensor = 0.7  # calibrated lower: the same activity is closer to what the GPU can sustain
+    row.full_clean()
+    row.save()
+    after = job_saturation_refresh(placed_job).score
+    assert after > before * 1.2
+    row.dram = 1.5
+    with pytest.raises(ValidationError, match="at most 1"):
+        row.full_clean()
+    h100 = GpuModelCeiling.objects.get(name="H100 SXM").as_model()
+    assert h100.matches == ("H100 80GB HBM3", "H100 SXM") and "c2c" not in h100.link_peaks
+
+
+def test_the_admin_lists_the_ceilings_for_staff(placed_job, client, make_user):
+    staff = make_user("ops", is_staff=True)
+    staff.is_superuser = True
+    staff.save()
+    client.force_login(staff)
+    page = client.get("/admin/saturation/gpumodelceiling/")
+    assert page.status_code == 200 and "GH200" in page.content.decode() and "H100 SXM" in page.content.decode()
+
+
+def test_job_page_lists_stragglers_linked_to_the_topology(placed_job, client, make_user):
+    job_saturation_refresh(placed_job)
+    planted = default_planted(NODES)
+    client.force_login(make_user("alice"))
+    page = client.get("/jobs/alps/21/?ssort=pp&smetric=sm_clock").content.decode()
+    assert f'href="/topology/?nodes={planted.throttled[0]}" class="straggler__topology"' in page
+    assert f"/topology/nodes/{planted.slow_nic}/" in page and 'id="straggler-count">3<' in page
+    assert '<option value="pp" selected>pipeline stage</option>' in page and '<option value="sm_clock" selected>SM clock (MHz)</option>' in page
+    assert "/api/v1/jobs/alps/21/saturation/gpus.parquet" in page and 'data-download-png="saturation-heatmap"' in page

@@ -99,3 +99,25 @@ def test_models_are_chosen_by_device_name_and_can_be_overridden():
 def test_diagnose_bands():
     assert diagnose(0.45, "dram", 0.9, 0.6, 0.4, 1.0, 0.0) == ["moderate saturation"]
     assert diagnose(float("nan"), "", 0.9, float("nan"), float("nan"), float("nan"), 0.0) == ["no data"]
+
+
+def test_row_percentiles_agree_with_numpy_and_handle_empty_rows():
+    from apps.saturation.scoring import _row_percentiles
+
+    rng = np.random.default_rng(2)
+    data = rng.random((6, 37))
+    data[1, ::3] = np.nan
+    data[4] = np.nan
+    ours = _row_percentiles(data)
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+        theirs = np.nanpercentile(data, [10, 50, 90], axis=1)
+    assert np.allclose(ours, theirs, equal_nan=True)
+
+
+def test_bucket_means_carry_throttling_as_shares_of_time():
+    _, summary = run({1004: 0.2, 100: 1500, 112: 0})
+    assert summary.gpus[0].throttled == 0 and "clock-limited (power/thermal)" not in summary.gpus[0].labels
+    values = {**{k: np.full((2, T), v, dtype=float) for k, v in BASE.items()}, 1004: np.full((2, T), 0.2), 100: np.full((2, T), 1500.0)}
+    scores = score(values, throttle=(np.full((2, T), 0.4), np.zeros((2, T))))
+    summary = summarize(scores, interval_s=10)
+    assert summary.gpus[0].throttled == pytest.approx(0.4) and summary.gpus[0].labels[0] == "clock-limited (power/thermal)"

@@ -8,5 +8,7 @@ app_name = "saturation-api"
 urlpatterns = [
     path("jobs/<slug:cluster>/<int:job_id>/saturation/", views.SaturationView.as_view(), name="saturation"),
     path("jobs/<slug:cluster>/<int:job_id>/saturation/heatmap/", views.HeatmapView.as_view(), name="heatmap"),
+    path("jobs/<slug:cluster>/<int:job_id>/saturation/<slug:table>.<slug:extension>", views.DownloadView.as_view(),
+         name="download"),
     path("jobs/<slug:cluster>/<int:job_id>/stragglers/", views.StragglersView.as_view(), name="stragglers"),
 ]

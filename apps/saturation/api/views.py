@@ -1,22 +1,24 @@
-"""Saturation endpoints, next to the job they belong to: the score, the heatmap, the stragglers."""
+"""Saturation endpoints, next to the job they belong to: the score, the heatmap, the stragglers, downloads."""
 from pathlib import Path
 
 import numpy as np
 from django.conf import settings
-from django.http import Http404
+from django.http import Http404, HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.exports import FORMATS, table_bytes
 from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
 from ..models import JobSaturation
-from ..products import METRICS, SaturationCube
+from ..products import METRICS, SORTS, SaturationCube, gpu_table, heatmap_order, rebin, scaled_integers, series_table
 
-SORTS = ("rank", "node", "pp", "dp", "score")
+TABLES = ("gpus", "series")
 
 
 def _record(request, cluster, job_id) -> JobSaturation:
@@ -29,6 +31,18 @@ def _record(request, cluster, job_id) -> JobSaturation:
         raise InputError(f"no saturation result for this job: {state}" + (f" ({record.message})" if record and record.message else ""),
                          status_code=404)
     return record
+
+
+def load_product(record: JobSaturation, metrics=None) -> SaturationCube:
+    path = Path(settings.DATA_DIR) / record.product
+    if not record.product or not path.exists():
+        raise InputError("the saturation product file is missing; it is rebuilt at the job's next scoring", status_code=404)
+    cube = SaturationCube.load(path, metrics)
+    missing = [m for m in (metrics or ()) if m not in cube.values]
+    if missing:
+        raise InputError(f"this job's product predates {', '.join(missing)}; it is rebuilt at the job's next scoring",
+                         status_code=404)
+    return cube
 
 
 class SaturationView(APIView):
@@ -45,12 +59,17 @@ class SaturationView(APIView):
             "window": {"start": record.window_start, "end": record.window_end, "steady_start": record.steady_start},
             "imbalance": record.imbalance, "idle_gpus": record.idle_gpus,
             "energy_j": record.energy_j, "energy_low_saturation_j": record.energy_low_j,
+            "gpu_model": record.gpu_model, "step_seconds": record.step_seconds,
             "computed": record.computed, "per_gpu": record.per_gpu,
         })
 
 
 class HeatmapView(APIView):
-    """A GPU x time matrix of one metric from the job's saturation product (no scoring on request)."""
+    """A GPU x time matrix of one metric from the job's saturation product (no scoring on request).
+
+    ``values[row][column] x scale`` is the metric's mean for that GPU (``rows[row]``) and time bin
+    (``times[column]``, bins of ``bin_seconds``), in ``unit`` (a fraction when empty); null where the
+    GPU reported nothing. Rows follow ``sort``."""
 
     authentication_classes = JOB_API_AUTHENTICATION
 
@@ -70,20 +89,23 @@ class HeatmapView(APIView):
             errors.append(ErrorItem(message="bins is a whole number from 1 to 2000", field="bins"))
         if errors:
             raise InputError("the heatmap request has problems", errors)
-        cube = SaturationCube.load(Path(settings.DATA_DIR) / record.product)
+        cube = load_product(record, [metric])
         matrix, starts, seconds = rebin(cube.values[metric], cube.bin_starts, cube.bin_seconds, int(bins_text))
         order = heatmap_order(record.per_gpu, sort)
+        described = METRICS[metric]
         return Response({
-            "metric": metric, "sort": sort, "bin_seconds": seconds,
+            "metric": metric, "title": described.title, "unit": described.unit, "scale": described.scale, "sort": sort,
+            "bin_seconds": seconds,
             "times": [str(np.datetime_as_string(t, unit="s")) + "Z" for t in starts],
             "steady_start": record.steady_start,
-            "rows": [{key: record.per_gpu[i].get(key) for key in ("host", "gpu", "rank", "pp", "dp", "tp", "score")} for i in order],
-            "values": [[None if not np.isfinite(v) else round(float(v), 4) for v in matrix[i]] for i in order],
+            "rows": [{key: record.per_gpu[i].get(key) for key in ("host", "gpu", "rank", "pp", "dp", "tp", "group", "switch", "score")}
+                     for i in order],
+            "values": scaled_integers(matrix[order], described.scale),
         })
 
 
 class StragglersView(APIView):
-    """GPUs and nodes that lag their peers, with the signal, its robust z-score, duration and a reason."""
+    """GPUs, nodes and switches that lag their peers: the signal, its robust z-score, how long, where, and why."""
 
     authentication_classes = JOB_API_AUTHENTICATION
 
@@ -92,32 +114,19 @@ class StragglersView(APIView):
         return Response(_record(request, cluster, job_id).stragglers)
 
 
-def rebin(matrix: np.ndarray, starts: np.ndarray, seconds: float, bins: int):
-    """Merge adjacent time bins (NaN-aware means) so there are at most ``bins`` columns."""
-    columns = matrix.shape[1]
-    if columns <= bins:
-        return matrix, starts, seconds
-    per = int(np.ceil(columns / bins))
-    edges = np.arange(0, columns, per)
-    valid = np.isfinite(matrix)
-    sums = np.add.reduceat(np.where(valid, matrix, 0.0), edges, axis=1)
-    counts = np.add.reduceat(valid.astype(int), edges, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        merged = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-    return merged, starts[edges], seconds * per
+class DownloadView(APIView):
+    """The per-GPU table (``gpus``) or the binned time series of every metric (``series``), as CSV or Parquet."""
 
+    authentication_classes = JOB_API_AUTHENTICATION
 
-def heatmap_order(per_gpu: list[dict], sort: str) -> list[int]:
-    big = 10**9
-
-    def key(i):
-        gpu = per_gpu[i]
-        if sort == "rank":
-            return (gpu.get("rank") if gpu.get("rank") is not None else big, i)
-        if sort in ("pp", "dp"):
-            return (gpu.get(sort) if gpu.get(sort) is not None else big, gpu.get("rank") or big, i)
-        if sort == "score":
-            return (gpu.get("score") if gpu.get("score") is not None else big, i)
-        return (i,)  # node: the job's node order
-
-    return sorted(range(len(per_gpu)), key=key)
+    @extend_schema(parameters=[OpenApiParameter("table", str, OpenApiParameter.PATH, enum=list(TABLES)),
+                               OpenApiParameter("extension", str, OpenApiParameter.PATH, enum=list(FORMATS))],
+                   responses={(200, "text/csv"): OpenApiTypes.BINARY, (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY})
+    def get(self, request, cluster, job_id, table, extension):
+        if table not in TABLES or extension not in FORMATS:
+            raise InputError(f"download {'|'.join(TABLES)}.{'|'.join(FORMATS)}, not {table}.{extension}", status_code=404)
+        record = _record(request, cluster, job_id)
+        frame = gpu_table(record.per_gpu) if table == "gpus" else series_table(load_product(record), record.per_gpu)
+        response = HttpResponse(table_bytes(frame, extension), content_type=FORMATS[extension])
+        response["Content-Disposition"] = f'attachment; filename="saturation-{cluster}-{job_id}-{table}.{extension}"'
+        return response
