@@ -103,4 +103,7 @@ class JobDetailView(TemplateView):
         from apps.saturation.views import saturation_context
 
         context.update(saturation_context(job, self.request.GET))
+        from apps.vetting.views import vetting_context
+
+        context.update(vetting_context(job))
         return context

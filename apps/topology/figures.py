@@ -91,6 +91,7 @@ def system_figure(
     unlabelled: str = "no label",
     muted_labels: tuple[str, ...] = (),
     hover_notes: dict[str, str] | None = None,
+    label_colours: dict[str, str] | None = None,
 ) -> go.Figure:
     """The system (or only ``groups``) with one marker per node and per switch.
 
@@ -98,7 +99,8 @@ def system_figure(
     (nodes in ``highlight`` stand out, the rest fade; the switches their NICs use stand out too),
     or ``"label"`` (a category per node from ``labels``, e.g. the job running on it; nodes
     without one are ``unlabelled`` and fade, ``muted_labels`` are drawn in a neutral grey).
-    ``hover_notes`` adds a line per node to its hover text (e.g. the ranks it runs).
+    ``hover_notes`` adds a line per node to its hover text (e.g. the ranks it runs);
+    ``label_colours`` fixes the colour of labels that mean something (e.g. vetting states).
     """
     hover_notes = hover_notes or {}
     groups = sorted(set(groups) if groups is not None else set(topology.groups))
@@ -112,6 +114,7 @@ def system_figure(
     label_order = sorted({label for label in labels.values() if label not in muted_labels},
                          key=lambda label: (-sum(1 for value in labels.values() if value == label), label))
     label_colour = {label: GROUP_PALETTE[index % len(GROUP_PALETTE)] for index, label in enumerate(label_order)}
+    label_colour.update(label_colours or {})
 
     def category(node) -> str:
         if colour_by == "label":

@@ -29,7 +29,7 @@ def parse_node_set(text: str) -> tuple[list[str], str | None]:
 
 class TopologyIndexView(TemplateView):
     template_name = "topology/index.html"
-    colour_modes = {"state": "node state", "job": "running job", "group": "group", "overlay": "highlighted nodes"}
+    colour_modes = {"state": "node state", "job": "running job", "vetting": "vetting", "group": "group", "overlay": "highlighted nodes"}
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -57,6 +57,11 @@ class TopologyIndexView(TemplateView):
 
             extra = {"colour_by": "label", "labels": running_job_labels_for_user(self.request.user),
                      "unlabelled": "no running job", "muted_labels": (OTHER_JOBS, OTHER_USERS_JOBS)}
+        elif colour_by == "vetting":
+            from apps.vetting.selectors import vetting_labels
+
+            labels, colours = vetting_labels()
+            extra = {"colour_by": "label", "labels": labels, "unlabelled": "not vetted in 7 days", "label_colours": colours}
         figure = system_figure(topology, states=node_states(), highlight=set(names) if placement else None,
                                **({"colour_by": colour_by} | extra))
         context.update(

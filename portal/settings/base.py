@@ -244,6 +244,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "JobStateEnum": "apps.jobs.models.JobStateChoices",
         "NodeStateEnum": "apps.topology.models.NodeStateChoices",
+        "VettingSeverityEnum": "apps.vetting.models.SEVERITY_CHOICES",
+        "VettingRuleActionEnum": "apps.vetting.models.RULE_ACTION_CHOICES",
+        "VettingNodeActionEnum": "apps.vetting.models.NODE_ACTION_CHOICES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -382,3 +385,21 @@ SLURMRESTD_TOKEN = env("SLURMRESTD_TOKEN", default="")
 SLURMRESTD_TOKEN_FILE = env("SLURMRESTD_TOKEN_FILE", default="")
 # The OpenAPI plugin version in slurmrestd's paths: v0.0.38 for Slurm 22.05.
 SLURMRESTD_API_VERSION = env("SLURMRESTD_API_VERSION", default="v0.0.38")
+
+# ---------------------------------------------------------------------------------------------
+# Vetting (see apps/vetting/README.md)
+# ---------------------------------------------------------------------------------------------
+# The portal's address as people reach it: links in e-mails and webhooks.
+SITE_URL = env("SITE_URL", default="http://127.0.0.1:8000")
+# Drain and return run scontrol only when this is false; a dry run records the command it would run.
+VETTING_ACTIONS_DRY_RUN = env.bool("VETTING_ACTIONS_DRY_RUN", default=True)
+# New recommendations are mailed to these addresses (comma-separated) and posted to this webhook (JSON).
+VETTING_NOTIFY_EMAILS = env.list("VETTING_NOTIFY_EMAILS", default=[])
+VETTING_WEBHOOK_URL = env("VETTING_WEBHOOK_URL", default="")
+# Beat evaluates every rule over every node this often (seconds); new results are evaluated at once.
+VETTING_RULES_SECONDS = env.int("VETTING_RULES_SECONDS", default=900)
+# Largest vetting upload (vetnode text, dcgmi diag JSON, API JSON), bytes.
+VETTING_MAX_UPLOAD_BYTES = env.int("VETTING_MAX_UPLOAD_BYTES", default=16 * 1024 * 1024)
+CELERY_BEAT_SCHEDULE["vetting.evaluate_rules"] = {"task": "vetting.evaluate_rules", "schedule": float(VETTING_RULES_SECONDS)}
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="belvedere@localhost")
+

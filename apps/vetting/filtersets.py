@@ -1,0 +1,34 @@
+"""One filter set for the history page /vetting/ and GET /api/v1/vetting/results/.
+
+Every filter maps onto one of VettingResult's (column, time) indexes, newest first, so a filtered
+page is an index range scan even with millions of results.
+"""
+import django_filters
+
+from .models import KIND_CHOICES, OUTCOME_CHOICES, VettingResult
+from .records import BAD_OUTCOMES
+
+
+class VettingResultFilterSet(django_filters.FilterSet):
+    node = django_filters.CharFilter(field_name="host", label="Node")
+    group = django_filters.NumberFilter(field_name="group", label="Group")
+    switch = django_filters.CharFilter(field_name="switch", label="Switch (group.index)")
+    eval = django_filters.CharFilter(field_name="eval_name", label="Evaluation")
+    kind = django_filters.ChoiceFilter(choices=KIND_CHOICES, label="Source")
+    outcome = django_filters.ChoiceFilter(method="filter_outcome", choices=[("bad", "failed or critical"), *OUTCOME_CHOICES],
+                                          label="Status")
+    since = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte", label="Since")
+    until = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="lt", label="Until")
+    job = django_filters.NumberFilter(field_name="job_id_number", label="Job")
+    user = django_filters.CharFilter(field_name="user_name", label="User")
+    protocol = django_filters.CharFilter(field_name="run__protocol_name", label="Protocol")
+    run = django_filters.NumberFilter(field_name="run_id", label="Run")
+
+    class Meta:
+        model = VettingResult
+        fields = []
+
+    def filter_outcome(self, queryset, name, value):
+        if value == "bad":
+            return queryset.filter(outcome__in=BAD_OUTCOMES)
+        return queryset.filter(outcome=value)

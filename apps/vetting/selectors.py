@@ -1,0 +1,146 @@
+"""Read access to vetting history, node states, rules and recommendations.
+
+Whether a node passed vetting is a fact about the machine: every logged-in user sees results and
+node states. *Whose* job vetted it is not: the job id and user of a result are shown only to staff,
+the job's user and members of its account (``job_visible``), and filtering by a job or user that
+one may not see finds nothing. Rules and recommendations are read by all, changed by staff.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from apps.accounts.selectors import slurm_accounts_for_user
+
+from .models import NodeHealth, NodeHealthEvent, Recommendation, Rule, VettingResult, VettingRun
+from .records import BAD_OUTCOMES
+
+
+def job_visibility(user) -> tuple[bool, str, set[str]]:
+    """(staff?, username, Slurm accounts) of the viewer."""
+    if not getattr(user, "is_authenticated", False):
+        return False, "", set()
+    return bool(user.is_staff), user.get_username(), set(slurm_accounts_for_user(user))
+
+
+def job_visible(viewer: tuple[bool, str, set[str]], user_name: str, account: str) -> bool:
+    staff, me, accounts = viewer
+    return staff or (bool(user_name) and user_name == me) or (bool(account) and account in accounts)
+
+
+def results_for_user(user) -> QuerySet[VettingResult]:
+    return VettingResult.objects.all()
+
+
+def runs_for_user(user) -> QuerySet[VettingRun]:
+    return VettingRun.objects.select_related("cluster", "job")
+
+
+def restrict_private_filters(queryset: QuerySet, user, *, job=None, user_name=None) -> QuerySet:
+    """Filtering by a job or a user the viewer may not see finds nothing (it would say whose job it was)."""
+    staff, me, accounts = job_visibility(user)
+    if staff:
+        return queryset
+    if user_name and user_name != me:
+        return queryset.filter(Q(user_name=user_name) & Q(account__in=accounts))
+    if job:
+        return queryset.filter(Q(user_name=me) | Q(account__in=accounts))
+    return queryset
+
+
+def history_page(queryset: QuerySet[VettingResult], *, before=None, size: int = 100) -> tuple[list[VettingResult], bool]:
+    """One page of results, newest first, after the (time, id) cursor ``before``; and whether more follow.
+    Keyset, not offset: the thousandth page costs what the first does."""
+    page = queryset.order_by("-time", "-id")
+    if before is not None:
+        moment, pk = before
+        page = page.filter(Q(time__lt=moment) | Q(time=moment, id__lt=pk))
+    rows = list(page[: size + 1])
+    return rows[:size], len(rows) > size
+
+
+def failure_rates(queryset: QuerySet[VettingResult]) -> list[dict]:
+    """Per evaluation: results, failures (fail or critical), and the failure rate, worst first."""
+    rows = (queryset.order_by().values("eval_name", "kind")
+            .annotate(total=Count("id"), failed=Count("id", filter=Q(outcome__in=BAD_OUTCOMES))))
+    out = [{**row, "rate": row["failed"] / row["total"] if row["total"] else 0.0} for row in rows]
+    return sorted(out, key=lambda row: (-row["rate"], -row["failed"], row["eval_name"]))
+
+
+def failures_by_node_and_day(queryset: QuerySet[VettingResult], *, top: int = 40) -> tuple[list[str], list, dict]:
+    """The ``top`` nodes with the most failures, the days, and {(host, day): (failed, total)}."""
+    bad = queryset.filter(outcome__in=BAD_OUTCOMES)
+    hosts = [row["host"] for row in bad.order_by().values("host").annotate(n=Count("id")).order_by("-n", "host")[:top]]
+    if not hosts:
+        return [], [], {}
+    rows = (queryset.filter(host__in=hosts).order_by().annotate(day=TruncDate("time")).values("host", "day")
+            .annotate(total=Count("id"), failed=Count("id", filter=Q(outcome__in=BAD_OUTCOMES))))
+    cells = {(row["host"], row["day"]): (row["failed"], row["total"]) for row in rows}
+    days = sorted({day for _, day in cells})
+    return hosts, days, cells
+
+
+def node_states(hosts=None) -> dict[str, str]:
+    """host -> health state, for the nodes that are not plainly healthy."""
+    queryset = NodeHealth.objects.exclude(state="healthy")
+    if hosts is not None:
+        queryset = queryset.filter(host__in=list(hosts))
+    return dict(queryset.values_list("host", "state"))
+
+
+def recent_outcomes(days: int = 7) -> dict[str, str]:
+    """host -> 'failed' or 'passed' over the last ``days`` of vetting results (for the topology)."""
+    since = timezone.now() - timedelta(days=days)
+    rows = (VettingResult.objects.filter(time__gte=since).order_by().values("host")
+            .annotate(failed=Count("id", filter=Q(outcome__in=BAD_OUTCOMES))))
+    return {row["host"]: "failed" if row["failed"] else "passed" for row in rows}
+
+
+TRIAGE_ORDER = {"drain_recommended": 0, "suspect": 1, "returned": 2, "drained": 3, "in_repair": 4}
+
+
+def triage_nodes() -> list[NodeHealth]:
+    """Nodes that need a look, those waiting for a decision first (drain recommended, then suspect;
+    critical before warning; not yet acknowledged first; the longest waiting first), then the ones
+    already taken out (drained, in repair)."""
+    nodes = list(NodeHealth.objects.exclude(state="healthy"))
+    return sorted(nodes, key=lambda n: (TRIAGE_ORDER.get(n.state, 9), n.severity != "critical", n.acknowledged_at is not None, n.since))
+
+
+def repeat_offenders(days: int = 30, limit: int = 20) -> list[dict]:
+    since = timezone.now() - timedelta(days=days)
+    rows = (VettingResult.objects.filter(time__gte=since, outcome__in=BAD_OUTCOMES).order_by().values("host")
+            .annotate(failures=Count("run_id", distinct=True), evals=Count("eval_name", distinct=True)).order_by("-failures", "host")[:limit])
+    return [row for row in rows if row["failures"] >= 2]
+
+
+def node_timeline(host: str, days: int = 90) -> tuple[list[VettingResult], list[NodeHealthEvent]]:
+    since = timezone.now() - timedelta(days=days)
+    results = list(VettingResult.objects.filter(host=host, time__gte=since).order_by("time", "id")[:20000])
+    events = list(NodeHealthEvent.objects.filter(host=host).order_by("created"))
+    return results, events
+
+
+def open_recommendations() -> QuerySet[Recommendation]:
+    return Recommendation.objects.filter(status__in=["open", "acknowledged"]).select_related("rule")
+
+
+def rules_catalogue() -> QuerySet[Rule]:
+    return Rule.objects.prefetch_related("versions")
+
+
+VETTING_LABEL_COLOURS = {"failed vetting (7 days)": "#e57373", "passed vetting (7 days)": "#81c784", "suspect": "#ed8b00",
+                         "drain recommended": "#d84315", "drained": "#b71c1c", "in repair": "#6a1b9a", "returned to service": "#1565c0"}
+
+
+def vetting_labels(days: int = 7) -> tuple[dict[str, str], dict[str, str]]:
+    """host -> label for colouring the topology (health state first, then the last ``days`` of results),
+    and the colours those labels mean."""
+    from .health import STATE_WORDS
+
+    labels = {host: f"{outcome} vetting ({days} days)" for host, outcome in recent_outcomes(days).items()}
+    labels.update({host: STATE_WORDS[state] for host, state in node_states().items()})
+    return labels, VETTING_LABEL_COLOURS

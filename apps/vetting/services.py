@@ -1,0 +1,384 @@
+"""Writes of the vetting app: storing runs, evaluating rules, moving nodes between health states."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+import pandas as pd
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import transaction
+from django.utils import timezone
+
+from apps.core.bulk import insert_rows
+
+from .actions import ActionRefused, SlurmNodeActions
+from .health import RULE_ACTIONS, STATE_WORDS, TransitionError, rule_target, staff_target
+from .models import NodeHealth, NodeHealthEvent, Recommendation, RecommendationStatus, Rule, RuleVersion, VettingResult, VettingRun
+from .records import BAD_OUTCOMES, Run
+from .rules import BUILT_IN_RULES, HISTORY_COLUMNS, RuleSpec, check_rule, empty_history, evaluate
+
+log = logging.getLogger(__name__)
+ACTIVE = (RecommendationStatus.OPEN, RecommendationStatus.ACKNOWLEDGED)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ingestion
+
+
+def protocol_hash(text: str | None) -> str:
+    return hashlib.sha256(text.encode()).hexdigest() if text else ""
+
+
+def _places(hosts) -> dict:
+    """host -> (group, switch of NIC 0) from the current topology."""
+    from apps.topology.selectors import topology_index_current
+
+    index = topology_index_current()
+    out = {}
+    for host in hosts:
+        found = index.nic_of(host, 0)
+        if found:
+            _, group, switch = found
+            out[host] = (group, f"{group}.{switch}")
+    return out
+
+
+def run_store(run: Run, *, cluster, job=None, submitter: str = "") -> VettingRun:
+    """Store a parsed run and its results in one transaction, then queue the rules for its nodes."""
+    from apps.topology.selectors import topology_index_current
+
+    started = run.started or timezone.now()
+    index = topology_index_current()
+    places = _places(run.hosts)
+    with transaction.atomic():
+        stored = VettingRun.objects.create(
+            cluster=cluster, job=job, job_id_number=job.job_id if job else run.job_id, source=run.source,
+            protocol_name=run.protocol_name[:200], protocol_hash=run.protocol_hash, started=started, ended=run.ended,
+            submitter=submitter[:150], user_name=job.user_name if job else "", account=job.account if job else "",
+            hosts=len(run.hosts), failed_hosts=run.failed_hosts, results_total=len(run.results),
+            results_failed=sum(1 for r in run.results if r.outcome in BAD_OUTCOMES), warnings=run.warnings[:50])
+        rows = []
+        for result in run.results:
+            group, switch = places.get(result.host, (None, ""))
+            if result.gpu is not None and result.host in index.row_of:
+                found = index.nic_of(result.host, int(result.gpu))
+                if found:
+                    switch = f"{found[1]}.{found[2]}"
+            rows.append(VettingResult(
+                run=stored, time=started, host=result.host[:64], group=group, switch=switch, job_id_number=stored.job_id_number,
+                user_name=stored.user_name, account=stored.account, kind=result.kind, eval_name=result.eval_name[:200], eval_type=result.eval_type[:200],
+                status=str(result.status)[:20], outcome=result.outcome, rank=result.rank, local_rank=result.local_rank,
+                gpu=result.gpu, elapsed_s=result.elapsed_s, bandwidth_gbs=result.bandwidth_gbs,
+                metrics=result.metrics if isinstance(result.metrics, dict) else {"items": result.metrics},
+                thresholds=result.thresholds, message=result.message[:4000]))
+        insert_rows(VettingResult, rows)
+        for host in run.hosts:
+            NodeHealth.objects.get_or_create(host=host, defaults={"since": started})
+        transaction.on_commit(lambda: _queue_rules(stored.pk))
+    return stored
+
+
+def _queue_rules(run_pk: int) -> None:
+    from .tasks import evaluate_run_task
+
+    try:
+        evaluate_run_task.delay(run_pk)
+    except Exception as exc:  # noqa: BLE001 - the broker being down must not lose the stored run; beat evaluates later
+        log.warning("could not queue the rules for vetting run %s: %s", run_pk, exc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules
+
+
+def rules_ensure_built_in() -> None:
+    for spec in BUILT_IN_RULES:
+        rule, created = Rule.objects.get_or_create(slug=spec.slug, defaults={
+            "name": spec.name, "kind": spec.kind, "params": spec.params, "action": spec.action, "severity": spec.severity,
+            "enabled": spec.enabled, "updated_by": "built-in"})
+        if created:
+            RuleVersion.objects.create(rule=rule, version=1, snapshot=_snapshot(rule), changed_by="built-in", comment="built-in rule")
+
+
+def _snapshot(rule: Rule) -> dict:
+    return {"name": rule.name, "description": rule.description, "kind": rule.kind, "params": rule.params, "action": rule.action,
+            "severity": rule.severity, "enabled": rule.enabled}
+
+
+class RuleInvalid(ValueError):
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("; ".join(f"{field}: {message}" for field, message in problems))
+
+
+def rule_save(rule: Rule | None, data: dict, *, user: str, comment: str = "") -> Rule:
+    """Create or change a rule; every change is a new version with who and why. Invalid rules are refused whole."""
+    current = _snapshot(rule) if rule else {}
+    merged = {**current, **{key: value for key, value in data.items() if key in ("name", "description", "kind", "params", "action",
+                                                                                 "severity", "enabled")}}
+    problems = []
+    if not str(merged.get("name", "")).strip():
+        problems.append(("name", "a rule needs a name"))
+    params, more = check_rule(merged.get("kind", ""), merged.get("params", {}), merged.get("action", ""), merged.get("severity", ""))
+    problems += more
+    if problems:
+        raise RuleInvalid(problems)
+    merged["params"] = params
+    with transaction.atomic():
+        if rule is None:
+            slug = data.get("slug") or ""
+            if not slug or Rule.objects.filter(slug=slug).exists():
+                raise RuleInvalid([("slug", "a new rule needs a slug no other rule has")])
+            rule = Rule.objects.create(slug=slug, updated_by=user, **merged)
+        else:
+            if merged == current:
+                return rule  # nothing changed: no new version
+            rule = Rule.objects.select_for_update().get(pk=rule.pk)
+            for key, value in merged.items():
+                setattr(rule, key, value)
+            rule.version += 1
+            rule.updated_by = user
+            rule.save()
+        RuleVersion.objects.create(rule=rule, version=rule.version, snapshot=_snapshot(rule), changed_by=user, comment=comment[:300])
+    return rule
+
+
+def rule_specs() -> list[RuleSpec]:
+    return [RuleSpec(slug=r.slug, name=r.name, kind=r.kind, params=r.params, action=r.action, severity=r.severity,
+                     version=r.version, enabled=r.enabled) for r in Rule.objects.all()]
+
+
+def history_frame(*, hosts=None, since=None) -> pd.DataFrame:
+    """Results since ``since`` (of ``hosts``, and of every node behind the same switches) as a rules history."""
+    queryset = VettingResult.objects.all()
+    if since is not None:
+        queryset = queryset.filter(time__gte=since)
+    if hosts is not None:
+        switches = set(VettingResult.objects.filter(host__in=hosts).exclude(switch="").values_list("switch", flat=True).distinct())
+        from django.db.models import Q
+
+        queryset = queryset.filter(Q(host__in=hosts) | Q(switch__in=switches))
+    rows = list(queryset.values_list(*[c if c != "run_id" else "run_id" for c in HISTORY_COLUMNS]))
+    if not rows:
+        return empty_history()
+    frame = pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+    frame["switch"] = frame["switch"].replace("", None)
+    frame["bandwidth_gbs"] = pd.to_numeric(frame["bandwidth_gbs"], errors="coerce")
+    return frame
+
+
+def rules_evaluate(*, hosts=None, now=None) -> dict:
+    """Evaluate every enabled rule (over ``hosts`` and their switches, or all nodes) and record what they
+    find. Idempotent: an open recommendation is updated, never duplicated; a resolved one comes back
+    only with evidence newer than its resolution."""
+    rules_ensure_built_in()
+    now = now or timezone.now()
+    specs = rule_specs()
+    longest = max((float(check_rule(s.kind, s.params, s.action, s.severity)[0].get("days", 1)) for s in specs), default=1.0)
+    findings = evaluate(specs, history_frame(hosts=hosts, since=now - timedelta(days=longest)), now=now)
+    rules_by_slug = {rule.slug: rule for rule in Rule.objects.all()}
+    created, updated = [], 0
+    for finding in findings:
+        rule = rules_by_slug[finding.rule]
+        with transaction.atomic():
+            active = (Recommendation.objects.select_for_update()
+                      .filter(rule=rule, subject_kind=finding.subject_kind, subject=finding.subject, status__in=ACTIVE).first())
+            if active:
+                if (active.evidence, active.hosts, active.summary) != (finding.evidence, finding.hosts, finding.summary[:500]):
+                    active.evidence, active.hosts, active.summary = finding.evidence, finding.hosts, finding.summary[:500]
+                    active.latest_evidence, active.rule_version = finding.latest, finding.rule_version
+                    active.save()
+                    updated += 1
+                continue
+            resolved = (Recommendation.objects.filter(rule=rule, subject_kind=finding.subject_kind, subject=finding.subject)
+                        .exclude(status__in=ACTIVE).order_by("-resolved_at").first())
+            if resolved and resolved.resolved_at and finding.latest and finding.latest <= resolved.resolved_at:
+                continue
+            recommendation = Recommendation.objects.create(
+                rule=rule, rule_version=finding.rule_version, subject_kind=finding.subject_kind, subject=finding.subject,
+                hosts=finding.hosts, action=finding.action, severity=finding.severity, summary=finding.summary[:500],
+                evidence=finding.evidence, latest_evidence=finding.latest)
+            created.append(recommendation)
+            for host in finding.hosts:
+                _raise_state(host, finding, rule)
+    for recommendation in created:
+        notify_recommendation(recommendation)
+    return {"findings": len(findings), "created": len(created), "updated": updated}
+
+
+def _raise_state(host: str, finding, rule: Rule) -> None:
+    health, _ = NodeHealth.objects.select_for_update().get_or_create(host=host, defaults={"since": timezone.now()})
+    target = rule_target(health.state, finding.action)
+    if target is None:
+        return
+    NodeHealthEvent.objects.create(host=host, from_state=health.state, to_state=target, action="rule",
+                                   actor=f"rule:{rule.slug} v{rule.version}", reason=finding.summary[:500])
+    health.state, health.since, health.reason = target, timezone.now(), finding.summary[:500]
+    health.severity = finding.severity
+    health.acknowledged_by, health.acknowledged_at = "", None
+    health.save()
+
+
+# ---------------------------------------------------------------------------------------------
+# Staff actions
+
+
+def node_actions_backend() -> SlurmNodeActions:
+    from apps.jobs.services import run_slurm_command
+
+    return SlurmNodeActions(run_slurm_command, dry_run=settings.VETTING_ACTIONS_DRY_RUN, timeout=settings.SLURM_COMMAND_TIMEOUT)
+
+
+class ActionFailed(RuntimeError):
+    pass
+
+
+def node_act(host: str, action: str, *, actor: str, reason: str, backend: SlurmNodeActions | None = None) -> NodeHealthEvent:
+    """A staff action on a node (acknowledge, drain, repair, return, clear) with a reason; drain and
+    return go through the Slurm backend (a dry run unless VETTING_ACTIONS_DRY_RUN is off)."""
+    reason = " ".join(str(reason or "").split())
+    if not reason:
+        raise TransitionError("say why: a reason is recorded with every action")
+    backend = backend or node_actions_backend()
+    with transaction.atomic():
+        health, _ = NodeHealth.objects.select_for_update().get_or_create(host=host, defaults={"since": timezone.now()})
+        target = staff_target(health.state, action)
+        result = None
+        try:
+            if action == "drain":
+                result = backend.drain(host, reason)
+            elif action == "return":
+                if health.drained_by_belvedere or backend.dry_run:
+                    result = backend.resume(host)
+                else:
+                    raise ActionRefused(f"{host} was not drained through Belvedere: return it in Slurm yourself, then here")
+        except ActionRefused:
+            raise
+        except Exception as exc:  # noqa: BLE001 - scontrol missing, timed out or refused: nothing changes here
+            raise ActionFailed(f"Slurm did not {action} {host}: {exc}") from exc
+        event = NodeHealthEvent.objects.create(
+            host=host, from_state=health.state, to_state=target, action=action, actor=actor[:150], reason=reason[:500],
+            command=result.command_line[:300] if result else "", executed=bool(result and result.executed),
+            output=(result.message + ("\n" + result.output if result and result.output else "")) if result else "")
+        if action == "acknowledge":
+            health.acknowledged_by, health.acknowledged_at = actor[:150], timezone.now()
+            _acknowledge_recommendations(host)
+        else:
+            if action == "drain":
+                health.drained_by_belvedere = bool(result and result.executed)
+            if action == "return":
+                health.drained_by_belvedere = False
+            if action in ("drain", "clear", "return"):
+                _resolve_recommendations(host, actor, done=action == "drain")
+            health.state, health.since, health.reason = target, timezone.now(), reason[:500]
+        health.save()
+    return event
+
+
+def _acknowledge_recommendations(host: str) -> None:
+    for recommendation in Recommendation.objects.filter(status=RecommendationStatus.OPEN):
+        if host in recommendation.hosts:
+            recommendation.status = RecommendationStatus.ACKNOWLEDGED
+            recommendation.save(update_fields=["status", "updated"])
+
+
+def _resolve_recommendations(host: str, actor: str, *, done: bool) -> None:
+    for recommendation in Recommendation.objects.filter(status__in=ACTIVE):
+        if host in recommendation.hosts and (recommendation.subject_kind == "node" or len(recommendation.hosts) == 1):
+            recommendation.status = RecommendationStatus.DONE if done else RecommendationStatus.DISMISSED
+            recommendation.resolved_by, recommendation.resolved_at = actor[:150], timezone.now()
+            recommendation.save(update_fields=["status", "resolved_by", "resolved_at", "updated"])
+
+
+def recommendation_resolve(recommendation: Recommendation, *, actor: str, dismiss: bool) -> Recommendation:
+    recommendation.status = RecommendationStatus.DISMISSED if dismiss else RecommendationStatus.DONE
+    recommendation.resolved_by, recommendation.resolved_at = actor[:150], timezone.now()
+    recommendation.save(update_fields=["status", "resolved_by", "resolved_at", "updated"])
+    return recommendation
+
+
+# ---------------------------------------------------------------------------------------------
+# Notifications
+
+
+def notify_recommendation(recommendation: Recommendation) -> None:
+    """E-mail (VETTING_NOTIFY_EMAILS) and webhook (VETTING_WEBHOOK_URL) for a new recommendation; a
+    failing channel is logged, never raised: the recommendation stands either way."""
+    verb = {"suspect": "suspect", "drain_recommended": "drain recommended", "exclude_now": "exclude now"}[recommendation.action]
+    subject = f"[Belvedere] {verb}: {recommendation.subject_kind} {recommendation.subject}"
+    body = (f"{recommendation.summary}\n\nRule: {recommendation.rule.name} (v{recommendation.rule_version}), "
+            f"severity {recommendation.severity}.\nNodes: {', '.join(recommendation.hosts)}\n"
+            f"Triage: {settings.SITE_URL.rstrip('/')}/vetting/triage/\n")
+    sent = False
+    if settings.VETTING_NOTIFY_EMAILS:
+        try:
+            send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, list(settings.VETTING_NOTIFY_EMAILS))
+            sent = True
+        except Exception as exc:  # noqa: BLE001
+            log.warning("vetting e-mail for recommendation %s failed: %s", recommendation.pk, exc)
+    if settings.VETTING_WEBHOOK_URL:
+        payload = {"event": "vetting.recommendation", "id": recommendation.pk, "rule": recommendation.rule.slug,
+                   "rule_version": recommendation.rule_version, "subject_kind": recommendation.subject_kind,
+                   "subject": recommendation.subject, "hosts": recommendation.hosts, "action": recommendation.action,
+                   "state": STATE_WORDS[RULE_ACTIONS[recommendation.action]], "severity": recommendation.severity,
+                   "summary": recommendation.summary, "text": f"{subject}\n{recommendation.summary}"}
+        request = urllib.request.Request(settings.VETTING_WEBHOOK_URL, data=json.dumps(payload).encode(),
+                                         headers={"Content-Type": "application/json", "User-Agent": "Belvedere"}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - a URL staff configured
+                sent = sent or 200 <= response.status < 300
+        except (urllib.error.URLError, OSError) as exc:
+            log.warning("vetting webhook for recommendation %s failed: %s", recommendation.pk, exc)
+    if sent:
+        Recommendation.objects.filter(pk=recommendation.pk).update(notified=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Who may post a run, and for what
+
+
+class IngestRefused(PermissionError):
+    def __init__(self, message: str, status: int = 403):
+        super().__init__(message)
+        self.status = status
+
+
+def run_target(user, token_job, *, cluster_name: str | None, job_id: int | None):
+    """(cluster, job or None, submitter) for a run posted by ``user`` or a job token.
+
+    A job token posts for its own job only. Staff and service accounts with ``vetting.add_vettingrun``
+    post for any job, or for none (health checks, admin vetting). Other users post for jobs they may see."""
+    from apps.jobs.models import Cluster, Job
+    from apps.jobs.selectors import job_get_for_user
+
+    if token_job is not None:
+        if job_id is not None and int(job_id) != token_job.job_id:
+            raise IngestRefused(f"this job token belongs to job {token_job.job_id}, not {job_id}")
+        if cluster_name and cluster_name != token_job.cluster.name:
+            raise IngestRefused(f"this job token belongs to cluster {token_job.cluster.name}, not {cluster_name}")
+        return token_job.cluster, token_job, f"job {token_job.cluster.name}/{token_job.job_id}"
+    if not getattr(user, "is_authenticated", False):
+        raise IngestRefused("log in, or post with a token", status=401)
+    privileged = user.is_staff or user.has_perm("vetting.add_vettingrun")
+    name = cluster_name or settings.SLURM_CLUSTER_NAME
+    if job_id is not None:
+        job = (Job.objects.select_related("cluster").filter(cluster__name=name, job_id=job_id).first() if privileged
+               else job_get_for_user(user, name, int(job_id)))
+        if job is None and not privileged:
+            raise IngestRefused(f"no job {name}/{job_id} that you may post vetting results for", status=404)
+    else:
+        job = None
+        if not privileged:
+            raise IngestRefused("results without a job (health checks, vetting by staff) need staff rights or a service token "
+                                "with vetting.add_vettingrun; for your own job give job=<id>")
+    cluster = job.cluster if job else Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        if not privileged:
+            raise IngestRefused(f"no cluster {name}", status=404)
+        cluster = Cluster.objects.create(name=name)
+    return cluster, job, user.get_username()

@@ -1,0 +1,124 @@
+"""Posting and reading vetting runs: real uploads, who may do what, and nothing half-stored."""
+from pathlib import Path
+
+import pytest
+
+from apps.vetting.models import NodeHealth, VettingResult, VettingRun
+
+DATA = Path(__file__).parent / "data"
+
+
+def upload(client, name, **params):
+    query = "&".join(f"{key}={value}" for key, value in params.items())
+    return client.post(f"/api/v1/vetting/import/?{query}", data=(DATA / name).read_bytes(), content_type="text/plain")
+
+
+def test_a_job_token_posts_vetnode_output_for_its_own_job(api_client, job):
+    from apps.jobs.services import job_token_issue
+
+    api_client.credentials(HTTP_AUTHORIZATION=f"JobToken {job_token_issue(job, 'test')}")
+    response = upload(api_client, "vetnode-0.1.5-verbose-srun.txt", format="vetnode", protocol="alps-ml-vetting")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["hosts"] == ["nid001234", "nid001235"] and body["failed_hosts"] == ["nid001235"] and body["results"] == 24
+    run = VettingRun.objects.get(pk=body["run"])
+    assert (run.job, run.protocol_name, run.submitter, run.user_name, run.account) == (job, "alps-ml-vetting", "job alps/4242", "alice", "a-llm01")
+    failed = VettingResult.objects.filter(run=run, outcome="fail")
+    assert failed.count() == 4 and set(failed.values_list("host", flat=True)) == {"nid001235"}
+    row = failed.first()
+    assert row.group is not None and row.switch.startswith(f"{row.group}.") and row.job_id_number == 4242
+    assert NodeHealth.objects.filter(host__in=["nid001234", "nid001235"]).count() == 2
+    other = upload(api_client, "vetnode-0.1.5-plain.txt", job=999)
+    assert other.status_code == 403 and "belongs to job 4242" in other.json()["detail"]
+
+
+def test_malformed_uploads_are_refused_whole_with_their_lines(api_client, job, people):
+    api_client.force_authenticate(people["alice"])
+    text = (DATA / "vetnode-0.1.5-verbose-srun.txt").read_text().splitlines()
+    text[13] = text[13].split(" metrics=")[0] + " metrics={'gpus': [{'id'"
+    response = api_client.post("/api/v1/vetting/import/?job=4242", data="\n".join(text).encode(), content_type="text/plain")
+    assert response.status_code == 400
+    error = response.json()["errors"][0]
+    assert error["line"] == 14 and "cut off" in error["message"] and error["column"] > 100
+    assert VettingRun.objects.count() == 0 and VettingResult.objects.count() == 0
+    binary = api_client.post("/api/v1/vetting/import/?job=4242", data=b"\xff\xfe\x00", content_type="text/plain")
+    assert binary.status_code == 400 and "not UTF-8" in binary.json()["detail"]
+    assert api_client.post("/api/v1/vetting/import/?format=xml", data=b"x", content_type="text/plain").status_code == 400
+
+
+def test_size_limit(api_client, job, people, settings):
+    settings.VETTING_MAX_UPLOAD_BYTES = 1000
+    api_client.force_authenticate(people["ops"])
+    assert upload(api_client, "vetnode-0.1.5-verbose-srun.txt").status_code == 413
+    assert VettingRun.objects.count() == 0
+
+
+def test_dcgm_diagnostics_by_staff_without_a_job(api_client, job, people):
+    api_client.force_authenticate(people["ops"])
+    response = upload(api_client, "dcgmi-diag-4x-r2-gpu2-memory-fail.json", format="dcgm-diag", host="nid001240")
+    assert response.status_code == 201 and response.json()["failed_hosts"] == ["nid001240"]
+    critical = VettingResult.objects.get(outcome="critical")
+    assert (critical.kind, critical.eval_name, critical.gpu, critical.host) == ("dcgm_diag", "memory", 2, "nid001240")
+    assert critical.switch and critical.job_id_number is None
+    missing_host = upload(api_client, "dcgmi-diag-4x-r2-gpu2-memory-fail.json", format="dcgm-diag")
+    assert missing_host.status_code == 400 and "give the host" in missing_host.json()["detail"]
+
+
+@pytest.mark.parametrize("who, job_param, code", [
+    ("alice", "4242", 201),  # her job
+    ("mia", "4242", 201),  # her project's job
+    ("bob", "4242", 404),  # someone else's job: it does not exist for him
+    ("bob", None, 403),  # no job: staff or service only
+    ("ops", None, 201),
+    (None, "4242", 401),
+])
+def test_who_may_post(api_client, job, people, who, job_param, code):
+    if who:
+        api_client.force_authenticate(people[who])
+    params = {"job": job_param} if job_param else {}
+    assert upload(api_client, "vetnode-0.1.5-plain.txt", **params).status_code == code
+
+
+def test_the_run_document_endpoint(api_client, job, people):
+    api_client.force_authenticate(people["ops"])
+    document = {"source": "health", "started": "2026-11-23T10:00:00Z", "protocol": {"name": "nhc", "text": "# nhc.conf"},
+                "results": [{"hostname": "nid001234", "check": "check_hw_mcelog", "exit_code": 1, "message": "corrected errors"},
+                            {"hostname": "nid001235", "check": "check_gpu_xid", "exit_code": 2, "message": "Xid 79"}]}
+    response = api_client.post("/api/v1/vetting/runs/", document, format="json")
+    assert response.status_code == 201, response.content
+    run = VettingRun.objects.get(pk=response.json()["run"])
+    assert run.protocol_hash and len(run.protocol_hash) == 64 and run.source == "health"
+    assert dict(VettingResult.objects.values_list("host", "outcome")) == {"nid001234": "warn", "nid001235": "critical"}
+    bad = api_client.post("/api/v1/vetting/runs/", {**document, "results": [{"hostname": "nid001234", "check": "x", "exit_code": 7}]},
+                          format="json")
+    assert bad.status_code == 400 and bad.json()["errors"][0]["message"].startswith("results.0.exit_code")
+
+
+def test_results_show_whose_job_only_to_those_who_may_see_it(api_client, job, people):
+    from apps.jobs.services import job_token_issue
+
+    api_client.credentials(HTTP_AUTHORIZATION=f"JobToken {job_token_issue(job, 'test')}")
+    upload(api_client, "vetnode-0.1.5-plain.txt")
+    api_client.credentials()
+    seen = {}
+    for who in ("alice", "mia", "bob", "ops"):
+        api_client.force_authenticate(people[who])
+        rows = api_client.get("/api/v1/vetting/results/?node=nid001235&outcome=bad").json()["results"]
+        seen[who] = {(row["job_id"], row["user"]) for row in rows}
+        assert len(rows) == 4  # everyone sees that nid001235 failed
+    assert seen == {"alice": {(4242, "alice")}, "mia": {(4242, "alice")}, "bob": {(None, None)}, "ops": {(4242, "alice")}}
+    api_client.force_authenticate(people["bob"])
+    assert api_client.get("/api/v1/vetting/results/?user=alice").json()["results"] == []  # no fishing by user
+    assert api_client.get("/api/v1/vetting/results/?job=4242").json()["results"] == []
+    assert api_client.get("/api/v1/vetting/runs/?job=4242").json()["results"] == []
+    api_client.force_authenticate(None)
+    assert api_client.get("/api/v1/vetting/results/").status_code in (401, 403)
+
+
+def test_protocol_validation_endpoint(api_client, people):
+    api_client.force_authenticate(people["bob"])
+    yaml_text = "name: x\nevals:\n  - name: gpu\n    type: vetnode.evaluations.gpu_eval.GPUEval\n    max_temp: 30\n    max_used_memory: 20\n"
+    body = api_client.post("/api/v1/vetting/protocols/validate/", data=yaml_text.encode(), content_type="text/plain").json()
+    assert body["valid"] is False
+    assert body["findings"][0] | {} == {"severity": "error", "line": 6, "column": 22, "path": "evals[0].max_used_memory",
+                                        "message": "max_used_memory is a fraction from 0 to 1, not 20", "hint": "for 20 % write 0.2"}
