@@ -403,3 +403,25 @@ VETTING_MAX_UPLOAD_BYTES = env.int("VETTING_MAX_UPLOAD_BYTES", default=16 * 1024
 CELERY_BEAT_SCHEDULE["vetting.evaluate_rules"] = {"task": "vetting.evaluate_rules", "schedule": float(VETTING_RULES_SECONDS)}
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="belvedere@localhost")
 
+# ---------------------------------------------------------------------------------------------
+# Namespaces on the service plane (see apps/namespaces/README.md)
+# ---------------------------------------------------------------------------------------------
+# What the cluster offers (GPU models and MIG slices, storage classes, blueprints, reserved names): a YAML file.
+NAMESPACES_INVENTORY = env("NAMESPACES_INVENTORY", default="")
+# The GitOps repository: a local clone the portal writes and commits to; with a remote, every commit is pushed.
+NAMESPACES_GIT_PATH = env("NAMESPACES_GIT_PATH", default=str(DATA_DIR / "gitops"))
+NAMESPACES_GIT_REMOTE = env("NAMESPACES_GIT_REMOTE", default="")
+NAMESPACES_GIT_BRANCH = env("NAMESPACES_GIT_BRANCH", default="main")
+# Argo CD, to read each namespace's sync and health back (empty: "committed, no Argo CD configured").
+ARGOCD_URL = env("ARGOCD_URL", default="")
+ARGOCD_TOKEN = env("ARGOCD_TOKEN", default="")
+ARGOCD_VERIFY_TLS = env.bool("ARGOCD_VERIFY_TLS", default=True)
+ARGOCD_TIMEOUT = env.float("ARGOCD_TIMEOUT", default=10.0)
+# The Application the platform's ApplicationSet makes for each tenant directory.
+ARGOCD_TENANT_APP = env("ARGOCD_TENANT_APP", default="tenant-{namespace}")
+ARGOCD_TENANT_PROJECT = env("ARGOCD_TENANT_PROJECT", default="tenants")
+NAMESPACES_STATUS_SECONDS = env.int("NAMESPACES_STATUS_SECONDS", default=120)
+CELERY_BEAT_SCHEDULE["namespaces.refresh_statuses"] = {"task": "namespaces.refresh_statuses", "schedule": float(NAMESPACES_STATUS_SECONDS)}
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+

@@ -18,3 +18,22 @@ def duration(value) -> str:
     hours, seconds = divmod(seconds, 3600)
     minutes, seconds = divmod(seconds, 60)
     return f"{days} d {hours:02d}:{minutes:02d}" if days else f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+
+
+@register.filter
+def diff_lines(text: str) -> list[tuple[str, str]]:
+    """A unified diff as (kind, line) pairs, kind one of add, remove, file, hunk, context, for colouring."""
+    out = []
+    for line in (text or "").splitlines():
+        if line.startswith(("+++", "---")):
+            kind = "file"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "remove"
+        else:
+            kind = "context"
+        out.append((kind, line))
+    return out

@@ -1,0 +1,429 @@
+"""Writes of the namespaces app: checking and submitting requests, approving, committing to the GitOps
+repository, reading status back from Argo CD, and tearing namespaces down in order."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from functools import lru_cache
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from apps.accounts.models import Project
+
+from .argocd import ArgoClient, ArgoUnavailable, summarise, worst
+from .gitops import GitError, GitOpsRepo
+from .inventory import Inventory, load_inventory
+from .models import (
+    ManagedNamespace,
+    NamespaceRequest,
+    NamespaceState,
+    RequestEvent,
+    RequestKind,
+    RequestStatus,
+    TeamEnvelope,
+)
+from .render import files as render_files
+from .render import render
+from .spec import Check, Usage, namespace_name, normalise, validate
+
+TEARDOWN_STEPS = ("freeze", "backup", "remove", "prune", "verify", "archive")
+
+
+@lru_cache(maxsize=4)
+def _inventory(path: str) -> Inventory:
+    return load_inventory(path or None)
+
+
+def inventory() -> Inventory:
+    return _inventory(settings.NAMESPACES_INVENTORY)
+
+
+def repository() -> GitOpsRepo:
+    return GitOpsRepo(settings.NAMESPACES_GIT_PATH, remote=settings.NAMESPACES_GIT_REMOTE, branch=settings.NAMESPACES_GIT_BRANCH)
+
+
+# ---------------------------------------------------------------------------------------------
+# Usage and envelopes
+
+
+def usage_of(spec: dict) -> Usage:
+    check = validate(spec, inventory=inventory(), team_members=True, existing={}, allocated=Usage(gpus={}), team_usage=Usage(),
+                     envelope={}, today=timezone.now().date())
+    return check.usage
+
+
+def envelope_of(project: Project) -> tuple[dict, list[str]]:
+    """The team's envelope (its own values over the inventory's defaults) and its named approvers."""
+    envelope = dict(inventory().default_envelope)
+    approvers: list[str] = []
+    row = TeamEnvelope.objects.filter(project=project).prefetch_related("approvers").first()
+    if row:
+        for key in ("cpu", "memory", "namespaces"):
+            if getattr(row, key) not in (None, ""):
+                envelope[key] = getattr(row, key)
+        if row.gpus:
+            envelope["gpus"] = row.gpus
+        if row.storage:
+            envelope["storage"] = row.storage
+        approvers = sorted(user.get_username() for user in row.approvers.all())
+    return envelope, approvers
+
+
+def _live(exclude: ManagedNamespace | None = None):
+    queryset = ManagedNamespace.objects.exclude(state=NamespaceState.ARCHIVED).select_related("project")
+    return [ns for ns in queryset if exclude is None or ns.pk != exclude.pk]
+
+
+def context_for(spec: dict, user, *, namespace: ManagedNamespace | None = None) -> dict:
+    """Everything ``validate`` needs to judge ``spec`` from ``user`` (for a change: of ``namespace``)."""
+    from apps.accounts.selectors import slurm_accounts_for_user
+
+    live = _live(exclude=namespace)
+    allocated, team_usage = Usage(), Usage()
+    names, hostnames = {}, {}
+    team = spec.get("team") if isinstance(spec, dict) else None
+    for ns in live:
+        usage = usage_of(ns.spec)
+        allocated = allocated + usage
+        names[ns.name] = ns.project.slurm_account
+        for host in ns.spec.get("hostnames") or []:
+            hostnames[host] = ns.name
+        if ns.project.slurm_account == team:
+            team_usage = team_usage + usage
+    # requests still in flight hold their names too
+    for pending in NamespaceRequest.objects.filter(status__in=[RequestStatus.WAITING, RequestStatus.APPROVED], kind=RequestKind.CREATE):
+        names.setdefault(pending.name, pending.project.slurm_account)
+    project = Project.objects.filter(slurm_account=team).first() if team else None
+    envelope, approvers = envelope_of(project) if project else (dict(inventory().default_envelope), [])
+    member = bool(project) and (user.is_staff or team in slurm_accounts_for_user(user))
+    if project and namespace is None and envelope.get("namespaces"):
+        count = sum(1 for ns in live if ns.project_id == project.pk)
+        envelope = {**envelope, "_namespaces_used": count}
+    return {"inventory": inventory(), "team_members": member, "existing": {"names": names, "hostnames": hostnames},
+            "allocated": allocated, "team_usage": team_usage, "envelope": envelope, "today": timezone.now().date(),
+            "current": namespace.spec if namespace else None, "_approvers": approvers, "_project": project}
+
+
+def check_request(spec: dict, user, *, namespace: ManagedNamespace | None = None) -> tuple[Check, dict]:
+    context = context_for(spec, user, namespace=namespace)
+    extra = {key: context.pop(key) for key in list(context) if key.startswith("_")}
+    envelope = context["envelope"]
+    check = validate(spec, **{**context, "envelope": {k: v for k, v in envelope.items() if not k.startswith("_")}})
+    if check.ok and namespace is None and envelope.get("namespaces") and envelope.get("_namespaces_used", 0) >= int(envelope["namespaces"]):
+        check.needs_approval.append(f"the team already has {envelope['_namespaces_used']} namespaces, its envelope allows {envelope['namespaces']}")
+    return check, extra
+
+
+@dataclass
+class Preview:
+    check: Check
+    name: str
+    manifests: list
+    files: dict
+    diff: str
+    approvers: list
+
+
+def preview(spec: dict, user, *, namespace: ManagedNamespace | None = None) -> Preview:
+    """What submitting ``spec`` would do: the findings, the manifests and the diff against the repository."""
+    check, extra = check_request(spec, user, namespace=namespace)
+    name = namespace_name(spec.get("team", ""), spec.get("name", "")) if isinstance(spec, dict) else ""
+    manifests, rendered, diff = [], {}, ""
+    if check.ok:
+        spec = normalise(spec, inventory())
+        manifests = render(spec, inventory())
+        rendered = render_files(spec, manifests)
+        try:
+            diff = repository().diff(GitOpsRepo.directory(spec["team"], name), rendered)
+        except GitError as exc:
+            diff = f"(the GitOps repository cannot be read: {exc})"
+    return Preview(check, name, manifests, rendered, diff, extra.get("_approvers", []))
+
+
+# ---------------------------------------------------------------------------------------------
+# The workflow
+
+
+def _event(*, request=None, namespace=None, from_state="", to_state, actor, message="", commit=""):
+    return RequestEvent.objects.create(request=request, namespace=namespace, from_state=from_state, to_state=to_state,
+                                       actor=str(actor)[:150], message=message[:1000], commit=commit)
+
+
+def _move(request: NamespaceRequest, to_state: str, actor, message: str = "", commit: str = "") -> None:
+    _event(request=request, from_state=request.status, to_state=to_state, actor=actor, message=message, commit=commit)
+    request.status = to_state
+    if message:
+        request.message = message[:1000]
+    request.save()
+
+
+class RequestRefused(ValueError):
+    def __init__(self, check: Check):
+        self.check = check
+        super().__init__("; ".join(f"{p.field}: {p.message}" for p in check.problems))
+
+
+def submit(spec: dict, user, *, namespace: ManagedNamespace | None = None) -> NamespaceRequest:
+    """Check and record a request; approve it at once when it stays inside the team's envelope, otherwise
+    wait for the named approvers. Refused (nothing stored) when it breaks a rule."""
+    spec = copy.deepcopy(spec)
+    check, extra = check_request(spec, user, namespace=namespace)
+    if not check.ok:
+        raise RequestRefused(check)
+    spec = normalise(spec, inventory())
+    project = extra["_project"]
+    name = namespace_name(spec["team"], spec["name"])
+    with transaction.atomic():
+        request = NamespaceRequest.objects.create(
+            kind=RequestKind.CHANGE if namespace else RequestKind.CREATE, project=project, namespace=namespace, name=name, spec=spec,
+            requested_by=user, needs_approval=check.needs_approval, approvers=extra["_approvers"])
+        _event(request=request, to_state=RequestStatus.DRAFT, actor=user.get_username(), message="submitted")
+        if check.needs_approval:
+            who = ", ".join(extra["_approvers"]) or "any staff member"
+            _move(request, RequestStatus.WAITING, user.get_username(), f"needs approval by {who}: " + "; ".join(check.needs_approval))
+        else:
+            _move(request, RequestStatus.APPROVED, "belvedere", "approved automatically: inside the team's envelope")
+            transaction.on_commit(lambda: queue_commit(request.pk))
+    return request
+
+
+class NotAllowed(PermissionError):
+    pass
+
+
+def may_approve(request: NamespaceRequest, user) -> bool:
+    if not (user.is_authenticated and user.is_staff):
+        return False
+    return user.is_superuser or not request.approvers or user.get_username() in request.approvers
+
+
+def decide(request: NamespaceRequest, user, *, approve: bool, reason: str = "") -> NamespaceRequest:
+    if request.status != RequestStatus.WAITING:
+        raise NotAllowed(f"request {request.number} is {request.get_status_display()}, not waiting for approval")
+    if not may_approve(request, user):
+        raise NotAllowed(f"only {', '.join(request.approvers) or 'staff'} may decide on {request.number}")
+    if not approve and not reason.strip():
+        raise NotAllowed("say why the request is rejected: the team reads it")
+    with transaction.atomic():
+        request.decided_by, request.decision_reason = user, reason.strip()[:500]
+        _move(request, RequestStatus.APPROVED if approve else RequestStatus.REJECTED, user.get_username(),
+              f"{'approved' if approve else 'rejected'} by {user.get_username()}" + (f": {reason.strip()}" if reason.strip() else ""))
+        if approve:
+            transaction.on_commit(lambda: queue_commit(request.pk))
+    return request
+
+
+def queue_commit(request_pk: int) -> None:
+    from .tasks import commit_request_task
+
+    commit_request_task.delay(request_pk)
+
+
+def commit(request: NamespaceRequest) -> NamespaceRequest:
+    """Render the approved request into its directory of the GitOps repository. Idempotent: a request whose
+    files are already there is marked 'no change' and makes no commit."""
+    if request.status != RequestStatus.APPROVED:
+        return request
+    spec = request.spec
+    user = request.requested_by.get_username()
+    manifests = render(spec, inventory())
+    rendered = render_files(spec, manifests)
+    directory = GitOpsRepo.directory(spec["team"], request.name)
+    repo = repository()
+    diff = repo.diff(directory, rendered)
+    how = "approved automatically within the team's envelope" if not request.needs_approval else \
+        f"approved by {request.decided_by.get_username() if request.decided_by else 'staff'}"
+    message = f"{request.name}: {request.get_kind_display()} ({request.number} by {user}, {how})\n\n{spec.get('purpose', '')[:300]}"
+    sha = repo.write(directory, rendered, message)
+    with transaction.atomic():
+        namespace = request.namespace or ManagedNamespace.objects.filter(name=request.name).first()
+        if namespace is None:
+            namespace = ManagedNamespace.objects.create(name=request.name, project=request.project, environment=spec["environment"],
+                                                        spec=spec)
+            _event(namespace=namespace, to_state=NamespaceState.PROVISIONING, actor=user, message=f"created by {request.number}")
+        request.namespace = namespace
+        if sha is None:
+            request.diff = ""
+            _move(request, RequestStatus.UNCHANGED, "belvedere", "the repository already holds exactly this: nothing to commit")
+            return request
+        request.commit, request.diff = sha, diff
+        _move(request, RequestStatus.COMMITTED, "belvedere", f"committed {sha[:12]}" + ("" if settings.ARGOCD_URL else
+                                                                                        "; no Argo CD configured, so no sync status"), sha)
+        namespace.spec, namespace.commit, namespace.environment = spec, sha, spec["environment"]
+        if settings.ARGOCD_URL:
+            _set_state(namespace, NamespaceState.SYNCING, "belvedere", f"{request.number} committed, waiting for Argo CD", sha)
+            _move(request, RequestStatus.SYNCING, "belvedere", "waiting for Argo CD to sync")
+        else:
+            _set_state(namespace, NamespaceState.PROVISIONING if namespace.state == NamespaceState.PROVISIONING else namespace.state,
+                       "belvedere", f"{request.number} committed; no Argo CD configured", sha, force_event=True)
+            namespace.status_message = "committed, no Argo CD configured"
+            namespace.save()
+    return request
+
+
+def _set_state(namespace: ManagedNamespace, state: str, actor, message: str, commit: str = "", force_event: bool = False) -> None:
+    if namespace.state != state or force_event:
+        _event(namespace=namespace, from_state=namespace.state, to_state=state, actor=actor, message=message, commit=commit)
+    namespace.state = state
+    namespace.save()
+
+
+# ---------------------------------------------------------------------------------------------
+# Status from Argo CD
+
+
+def argo_client() -> ArgoClient | None:
+    if not settings.ARGOCD_URL:
+        return None
+    return ArgoClient(settings.ARGOCD_URL, settings.ARGOCD_TOKEN, verify=settings.ARGOCD_VERIFY_TLS, timeout=settings.ARGOCD_TIMEOUT)
+
+
+def applications_of(namespace: ManagedNamespace) -> list[tuple[str, str]]:
+    """(application, project) of the namespace: the tenant's own (made by the platform's ApplicationSet, in the
+    platform's project) and one per blueprint (in the namespace's own AppProject)."""
+    apps = [(settings.ARGOCD_TENANT_APP.format(namespace=namespace.name, team=namespace.project.slurm_account),
+             settings.ARGOCD_TENANT_PROJECT)]
+    apps += [(f"{namespace.name}-{item['id']}", namespace.name)
+             for item in sorted(namespace.spec.get("blueprints") or [], key=lambda b: b["id"])]
+    return apps
+
+
+def refresh_status(namespace: ManagedNamespace, client: ArgoClient | None = None) -> ManagedNamespace:
+    """Ask Argo CD how the namespace's applications are; move the namespace and its open requests."""
+    client = client or argo_client()
+    namespace.status_checked = timezone.now()
+    if client is None:
+        namespace.status_message = "committed, no Argo CD configured"
+        namespace.save()
+        return namespace
+    if namespace.state in (NamespaceState.ARCHIVED,):
+        return namespace
+    try:
+        apps = [client.application(name, project) for name, project in applications_of(namespace)]
+    except ArgoUnavailable as exc:
+        namespace.status_message = f"status unknown: {exc}"
+        namespace.save()
+        return namespace
+    summary = summarise(apps)
+    namespace.sync_status, namespace.health_status = worst(apps)
+    namespace.status_message, namespace.status_detail = summary.message[:1000], {"apps": summary.apps}
+    if namespace.state in (NamespaceState.TEARING_DOWN, NamespaceState.FROZEN):
+        namespace.save()
+        return namespace
+    target = {"ready": NamespaceState.READY, "syncing": NamespaceState.SYNCING, "degraded": NamespaceState.DEGRADED,
+              "failed": NamespaceState.FAILED}[summary.state]
+    _set_state(namespace, target, "argocd", summary.message, namespace.commit)
+    for request in namespace.requests.filter(status__in=[RequestStatus.SYNCING, RequestStatus.COMMITTED]):
+        if summary.state == "syncing" and request.status == RequestStatus.COMMITTED:
+            _move(request, RequestStatus.SYNCING, "argocd", summary.message)
+        elif summary.state == "ready":
+            _move(request, RequestStatus.READY, "argocd", summary.message)
+        elif summary.state in ("failed", "degraded"):
+            _move(request, RequestStatus.FAILED, "argocd", summary.message)
+    return namespace
+
+
+# ---------------------------------------------------------------------------------------------
+# Teardown: freeze, (backup), remove from git, wait for prune, verify, archive
+
+
+def teardown_request(namespace: ManagedNamespace, user, *, backup: bool, reason: str) -> NamespaceRequest:
+    if namespace.state in (NamespaceState.TEARING_DOWN, NamespaceState.ARCHIVED):
+        raise NotAllowed(f"{namespace.name} is already {namespace.get_state_display()}")
+    if not reason.strip():
+        raise NotAllowed("say why the namespace goes away")
+    with transaction.atomic():
+        request = NamespaceRequest.objects.create(kind=RequestKind.TEARDOWN, project=namespace.project, namespace=namespace,
+                                                  name=namespace.name, spec=namespace.spec, requested_by=user,
+                                                  message=reason.strip()[:1000])
+        _event(request=request, to_state=RequestStatus.DRAFT, actor=user.get_username(), message=f"tear down: {reason.strip()}")
+        _move(request, RequestStatus.APPROVED, user.get_username(), "a team member may tear down their namespace")
+        namespace.backup_requested = backup
+        namespace.teardown_step = ""
+        _set_state(namespace, NamespaceState.TEARING_DOWN, user.get_username(), f"teardown requested ({request.number}): {reason.strip()}")
+        transaction.on_commit(lambda: queue_teardown(namespace.pk))
+    return request
+
+
+def queue_teardown(namespace_pk: int) -> None:
+    from .tasks import teardown_task
+
+    teardown_task.delay(namespace_pk)
+
+
+def teardown_advance(namespace: ManagedNamespace, *, actor: str = "belvedere", client: ArgoClient | None = None,
+                     backup_done: bool = False) -> str:
+    """Take the next teardown steps that can be taken now; returns the step the namespace waits at
+    ("" when archived). Steps run in order and are each recorded once."""
+    client = client if client is not None else argo_client()
+    repo = repository()
+    directory = GitOpsRepo.directory(namespace.project.slurm_account, namespace.name)
+    request = namespace.requests.filter(kind=RequestKind.TEARDOWN).order_by("-created").first()
+    while True:
+        step = namespace.teardown_step
+        done = TEARDOWN_STEPS.index(step) + 1 if step else 0
+        if done >= len(TEARDOWN_STEPS):
+            return ""
+        following = TEARDOWN_STEPS[done]
+        if following == "freeze":
+            frozen = {**namespace.spec, "quota": {**(namespace.spec.get("quota") or {})}}
+            manifests = render(frozen, inventory())
+            for manifest in manifests:
+                if manifest["kind"] == "ResourceQuota":
+                    manifest["spec"]["hard"]["pods"] = "0"
+                if manifest["kind"] == "Namespace":
+                    manifest["metadata"]["labels"]["belvedere.io/frozen"] = "true"
+            rendered = render_files(frozen, manifests)
+            sha = repo.write(directory, rendered, f"{namespace.name}: freeze before teardown (no new pods)") or ""
+            _record_step(namespace, "freeze", actor, "frozen: the quota allows no new pods", sha)
+        elif following == "backup":
+            if namespace.backup_requested and not backup_done:
+                return "backup"  # a person confirms the volumes were saved
+            _record_step(namespace, "backup", actor, "volumes backed up (confirmed)" if namespace.backup_requested else "no backup asked for")
+        elif following == "remove":
+            sha = repo.remove(directory, f"{namespace.name}: remove (teardown {request.number if request else ''})".strip()) or ""
+            _record_step(namespace, "remove", actor, "removed from the GitOps repository; Argo CD prunes what it created", sha)
+        elif following in ("prune", "verify"):
+            if client is None:
+                _record_step(namespace, following, actor, "not verifiable: no Argo CD configured")
+                continue
+            try:
+                remaining = [name for name, project in applications_of(namespace) if not client.application(name, project).missing]
+            except ArgoUnavailable as exc:
+                namespace.status_message = f"waiting to {following}: {exc}"
+                namespace.save()
+                return following
+            if remaining:
+                namespace.status_message = f"waiting for Argo CD to prune {', '.join(remaining)}"
+                namespace.save()
+                return following
+            _record_step(namespace, following, actor, "Argo CD has no application left" if following == "prune" else
+                         "verified: nothing of the namespace is left in Argo CD")
+        elif following == "archive":
+            _record_step(namespace, "archive", actor, "archived")
+            namespace.archived = timezone.now()
+            namespace.status_message = "torn down and archived"
+            _set_state(namespace, NamespaceState.ARCHIVED, actor, "archived after teardown")
+            if request:
+                _move(request, RequestStatus.READY, actor, "torn down and archived")
+            return ""
+
+
+def _record_step(namespace: ManagedNamespace, step: str, actor: str, message: str, commit: str = "") -> None:
+    _event(namespace=namespace, from_state=namespace.teardown_step or "tearing_down", to_state=step, actor=actor, message=message,
+           commit=commit)
+    namespace.teardown_step = step
+    if commit:
+        namespace.commit = commit
+    namespace.save()
+
+
+def allocated_now(exclude: ManagedNamespace | None = None) -> Usage:
+    """What every live namespace holds (for the capacity left on the cluster); a change of ``exclude``
+    may use what that namespace holds already."""
+    total = Usage()
+    for namespace in _live(exclude=exclude):
+        total = total + usage_of(namespace.spec)
+    return total
