@@ -1,1 +1,91 @@
-"""Models of the catalog app (see README.md for what it owns)."""
+"""Models of the catalog app: the products loaded from their files (each change kept as a version), the
+runs of their quality checks, and the incidents those checks open and close."""
+from django.db import models
+
+
+class ProductState(models.TextChoices):
+    FRESH = "fresh", "Fresh"
+    AGING = "aging", "Aging"
+    STALE = "stale", "Stale"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class DataProduct(models.Model):
+    name = models.SlugField(max_length=63, unique=True)
+    title = models.CharField(max_length=200)
+    domain = models.CharField(max_length=100, db_index=True)
+    status = models.CharField(max_length=20, help_text="proposed, active, deprecated or retired (from the file)")
+    owner_team = models.CharField(max_length=100, db_index=True)
+    owner_contact = models.CharField(max_length=200)
+    version = models.CharField(max_length=50)
+    definition = models.JSONField(help_text="The validated file, durations in seconds.")
+    source_file = models.CharField(max_length=500)
+    digest = models.CharField(max_length=64, help_text="sha256 of the file's text")
+    loaded = models.DateTimeField()
+    search_text = models.TextField(blank=True, help_text="name, title, purpose, tags and columns, lowercased, for search")
+    # Current quality (the last run of each check), for the list's badges and filters.
+    state = models.CharField(max_length=10, choices=ProductState.choices, default=ProductState.UNKNOWN, db_index=True)
+    state_as_of = models.DateTimeField(null=True, blank=True, help_text="When the checks that set the state ran.")
+    newest_sample = models.DateTimeField(null=True, blank=True, help_text="The timestamp that drove the state.")
+    coverage = models.FloatField(null=True, blank=True)
+    summary = models.JSONField(default=dict, blank=True, help_text="kind -> {status, summary} of the last run of each check")
+    last_run = models.DateTimeField(null=True, blank=True)
+    next_run = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        ordering = ["domain", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ProductVersion(models.Model):
+    """One loaded state of a product's file: a new row whenever the file's text changed."""
+
+    product = models.ForeignKey(DataProduct, on_delete=models.CASCADE, related_name="versions")
+    version = models.CharField(max_length=50)
+    digest = models.CharField(max_length=64)
+    definition = models.JSONField()
+    changes = models.JSONField(default=list, blank=True, help_text="Top-level keys that changed from the previous version.")
+    loaded = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-loaded", "-id"]
+
+
+class CheckRun(models.Model):
+    KINDS = [("freshness", "freshness"), ("coverage", "coverage"), ("gaps", "gaps"), ("drift", "schema drift")]
+    STATUSES = [("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("skipped", "skipped"), ("error", "error")]
+
+    product = models.ForeignKey(DataProduct, on_delete=models.CASCADE, related_name="checks")
+    kind = models.CharField(max_length=20, choices=KINDS)
+    ran = models.DateTimeField(db_index=True)
+    status = models.CharField(max_length=10, choices=STATUSES)
+    summary = models.CharField(max_length=1000)
+    measured = models.JSONField(default=dict, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-ran", "-id"]
+        indexes = [models.Index(fields=["product", "kind", "-ran"], name="catalog_check_latest")]
+
+
+class Incident(models.Model):
+    """Opened by a check that fails (a target breached), closed by the first run of the same check that passes."""
+
+    product = models.ForeignKey(DataProduct, on_delete=models.CASCADE, related_name="incidents")
+    kind = models.CharField(max_length=20)
+    opened = models.DateTimeField()
+    closed = models.DateTimeField(null=True, blank=True)
+    opened_by = models.ForeignKey(CheckRun, on_delete=models.SET_NULL, null=True, related_name="+")
+    closed_by = models.ForeignKey(CheckRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    message = models.CharField(max_length=1000)
+
+    class Meta:
+        ordering = ["-opened", "-id"]
+        constraints = [models.UniqueConstraint(fields=["product", "kind"], condition=models.Q(closed__isnull=True),
+                                               name="catalog_one_open_incident_per_check")]
+
+    @property
+    def open(self) -> bool:
+        return self.closed is None

@@ -1,5 +1,122 @@
-from apps.core.views import CapabilityView
+"""Catalogue pages: the list with search and filters, a product's page, and the explorer (a Dash app served
+through this process, so it shares the portal's sign-in)."""
+import io
+import json
+import re
+from datetime import timedelta
+
+from django.http import Http404, HttpResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.generic import TemplateView
+
+from .selectors import check_history, facets, incidents, latest_checks, product_get, products
+
+NOW_PLACEHOLDER = re.compile(r"\{now(?:-(\d+)([mhd]))?\}")
 
 
-class CatalogIndexView(CapabilityView):
+def resolve_query(text: str, now=None) -> str:
+    """A sample query's ``{now}`` and ``{now-1h}`` become UTC times, so it can be copied and run as it is."""
+    now = (now or timezone.now()).replace(microsecond=0)
+
+    def replace(match):
+        moment = now
+        if match.group(1):
+            moment = now - timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[match.group(2)]: int(match.group(1))})
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return NOW_PLACEHOLDER.sub(replace, text)
+
+
+class CatalogIndexView(TemplateView):
     template_name = "catalog/index.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        params = self.request.GET
+        chosen = {key: params.get(key, "")[:200] for key in ("q", "domain", "owner", "state")}
+        context.update(products=list(products(**chosen)), chosen=chosen, facets=facets())
+        return context
+
+
+class ProductView(TemplateView):
+    template_name = "catalog/product.html"
+
+    def get_context_data(self, **kwargs):
+        from .figures import gap_timeline
+
+        context = super().get_context_data(**kwargs)
+        product = product_get(kwargs["name"])
+        if product is None:
+            raise Http404("no such data product")
+        latest = latest_checks(product)
+        gaps = latest.get("gaps")
+        timeline = None
+        if gaps is not None and gaps.measured.get("gaps"):
+            timeline = json.loads(gap_timeline(gaps.measured["gaps"], start=gaps.measured["start"], end=gaps.measured["end"]).to_json())
+        definition = product.definition
+        sample = definition.get("sample_query") or {}
+        context.update(product=product, d=definition, latest=latest, history=list(check_history(product, limit=60)),
+                       incidents=list(incidents(product)[:20]), versions=list(product.versions.all()[:10]),
+                       sample_query=resolve_query(sample.get("api", "")), sample_description=sample.get("description", ""),
+                       timeline=timeline, coverage=latest.get("coverage"), freshness=latest.get("freshness"),
+                       explorer=definition["source"]["kind"] == "telemetry",
+                       node_members=(definition["slo"].get("coverage") or {}).get("population") in ("topology_gpus", "topology_nodes",
+                                                                                                  "running_job_gpus"),
+                       open_incidents=[i for i in incidents(product)[:20] if i.closed is None])
+        return context
+
+
+class ExplorerView(TemplateView):
+    """The portal page around the Dash app (breadcrumbs, the product's name, the frame)."""
+
+    template_name = "catalog/explorer.html"
+
+    def get_context_data(self, **kwargs):
+        from urllib.parse import urlencode
+
+        from .explorer import PREFIX
+
+        context = super().get_context_data(**kwargs)
+        keep = {key: value[:500] for key, value in self.request.GET.items() if key in ("product", "fields", "window", "group_by", "stat",
+                                                                                     "hosts", "job")}
+        context.update(app_url=f"{PREFIX}?{urlencode(keep)}", product=product_get(keep.get("product", "")))
+        return context
+
+
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers", "transfer-encoding", "upgrade",
+              "content-length"}
+
+
+@csrf_exempt  # Dash posts its callbacks as JSON without Django's token; they only read, and need a session cookie (SameSite)
+def explorer_app(request, path=""):
+    """Hand the request to the Dash (Flask) app in this process, with the signed-in user set for its callbacks."""
+    from csp.decorators import csp_update
+
+    from .explorer import CURRENT_USER, dash_app
+
+    app = dash_app()
+    environ = dict(request.META)
+    body = request.body
+    environ.update({"wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body)), "PATH_INFO": request.path, "SCRIPT_NAME": ""})
+    captured = {}
+
+    def start_response(status, headers, exc_info=None):
+        captured["status"], captured["headers"] = status, headers
+        return lambda data: None
+
+    token = CURRENT_USER.set(request.user)
+    try:
+        chunks = app.server.wsgi_app(environ, start_response)
+        content = b"".join(chunks)
+        if hasattr(chunks, "close"):
+            chunks.close()
+    finally:
+        CURRENT_USER.reset(token)
+    response = HttpResponse(content, status=int(captured["status"].split()[0]))
+    for name, value in captured["headers"]:
+        if name.lower() not in HOP_BY_HOP:
+            response[name] = value
+    # Dash's page starts its renderer with one inline script; allow exactly that script by its hash.
+    return csp_update({"script-src": app.csp_hashes()})(lambda: response)()
+

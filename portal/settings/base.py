@@ -425,3 +425,19 @@ CELERY_BEAT_SCHEDULE["namespaces.refresh_statuses"] = {"task": "namespaces.refre
 EMAIL_HOST = env("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
 
+# ---------------------------------------------------------------------------------------------
+# Catalogue of data products (see apps/catalog/README.md)
+# ---------------------------------------------------------------------------------------------
+# Folders of product files (one YAML per product) besides the built-in apps/catalog/products/; colon-separated.
+CATALOG_PATHS = [path for path in env("CATALOG_PATHS", default="").split(":") if path]
+# How often beat looks for products whose checks are due (each product says how often its checks run).
+CATALOG_SCHEDULE_SECONDS = env.int("CATALOG_SCHEDULE_SECONDS", default=60)
+CELERY_BEAT_SCHEDULE["catalog.schedule_checks"] = {"task": "catalog.schedule_checks", "schedule": float(CATALOG_SCHEDULE_SECONDS)}
+# Elasticsearch for products declared on index patterns (default: the telemetry one, ELASTICSEARCH_URL).
+CATALOG_ELASTICSEARCH_URL = env("CATALOG_ELASTICSEARCH_URL", default="")
+CATALOG_ELASTICSEARCH_API_KEY = env("CATALOG_ELASTICSEARCH_API_KEY", default="")
+CATALOG_ELASTICSEARCH_TIMEOUT = env.float("CATALOG_ELASTICSEARCH_TIMEOUT", default=20.0)
+CATALOG_ELASTICSEARCH_MAX_MEMBERS = env.int("CATALOG_ELASTICSEARCH_MAX_MEMBERS", default=20000)
+CATALOG_API_TIMEOUT = env.float("CATALOG_API_TIMEOUT", default=10.0)
+# Hours of fleet-wide GPU telemetry (every GPU, 60 s) `manage.py demo` writes for the catalogue's products.
+DEMO_FLEET_HOURS = env.float("DEMO_FLEET_HOURS", default=2.0)

@@ -23,4 +23,5 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 READYZ_CACHE_SECONDS = 0.0
 # The demo's synthetic telemetry is tested on its own; the many tests that build the demo need less.
 DEMO_TELEMETRY_HOURS = float(os.environ.get("DEMO_TELEMETRY_HOURS", "0.25"))
+DEMO_FLEET_HOURS = float(os.environ.get("DEMO_FLEET_HOURS", "1.0"))
 READYZ_BROKER_TIMEOUT = 20.0

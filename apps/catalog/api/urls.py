@@ -1,8 +1,13 @@
 """REST endpoints of the catalog app, mounted under /api/v1/catalog/."""
-from rest_framework.routers import SimpleRouter
+from django.urls import path
+
+from . import views
 
 app_name = "catalog-api"
 
-router = SimpleRouter()
-
-urlpatterns = [*router.urls]
+urlpatterns = [
+    path("products/", views.ProductListView.as_view(), name="products"),
+    path("products/<slug:name>/", views.ProductDetailView.as_view(), name="product"),
+    path("products/<slug:name>/checks/", views.ProductChecksView.as_view(), name="checks"),
+    path("products/<slug:name>/run/", views.RunChecksView.as_view(), name="run"),
+]

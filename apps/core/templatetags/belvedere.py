@@ -37,3 +37,24 @@ def diff_lines(text: str) -> list[tuple[str, str]]:
             kind = "context"
         out.append((kind, line))
     return out
+
+
+@register.filter
+def span(seconds) -> str:
+    """A number of seconds as people say it: '45 s', '10 min', '6 h', '90 d'."""
+    if seconds in (None, ""):
+        return "–"
+    seconds = float(seconds)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size and seconds % size == 0 or seconds >= 2 * size:
+            value = seconds / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+@register.filter
+def percent(fraction) -> str:
+    """0.995 -> '99.5 %'."""
+    if fraction in (None, ""):
+        return "–"
+    return f"{float(fraction) * 100:.4g} %"

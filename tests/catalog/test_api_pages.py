@@ -1,0 +1,141 @@
+"""The catalogue's API and pages on loaded products with check history, and the explorer's Dash app served through
+Django: its page, its layout, and a callback answered as the signed-in user may see it."""
+import json
+from datetime import datetime, timedelta, timezone
+
+import pandas as pd
+import pytest
+from django.core.management import call_command
+from django.utils import timezone as django_timezone
+
+from apps.catalog.models import DataProduct
+from apps.catalog.services import load_catalog, run_checks
+from apps.catalog.views import resolve_query
+
+
+@pytest.fixture
+def catalog(db, store, make_user):
+    call_command("import_topology", "--preset", "alps", stdout=open("/dev/null", "w"))
+    now = django_timezone.now().replace(second=0, microsecond=0)
+    times = pd.date_range(end=now, periods=30, freq="60s", tz="UTC")
+    hosts = [f"nid{n:06d}" for n in range(1, 2689) if n not in range(100, 116)]  # sixteen nodes send nothing
+    frame = pd.DataFrame({"ts": list(times) * len(hosts), "host": [h for h in hosts for _ in times], "cluster": "alps"})
+    for gpu in range(4):
+        for field, value in ((155, 300.0), (150, 40.0)):
+            store.write(frame.assign(gpu=gpu, uuid="", field=field, value=value))
+    load_catalog()
+    for product in DataProduct.objects.all():
+        run_checks(product, now=now)
+    return {"now": now, "staff": make_user("sam", is_staff=True), "user": make_user("mia", accounts=["a-llm01"])}
+
+
+def test_the_product_list_searches_and_filters(catalog, api_client):
+    api_client.force_authenticate(catalog["user"])
+    names = lambda **params: [p["name"] for p in api_client.get("/api/v1/catalog/products/", params).json()]  # noqa: E731
+    assert len(names()) == 9
+    assert names(q="power temperature") == ["dcgm-device"]
+    assert names(q="slurm") == ["slurm-jobs"]
+    assert names(domain="topology") == ["topology"]
+    assert set(names(owner="Network")) == {"slingshot-nic-counters"}
+    assert names(state="unknown") == ["slingshot-nic-counters"]
+    assert "gpu-error-counters" in names(state="stale")  # no sample at all: stale
+    bad = api_client.get("/api/v1/catalog/products/", {"state": "rotten"})
+    assert bad.status_code == 400 and bad.json()["detail"] == "state is one of fresh, aging, stale, unknown"
+
+
+def test_a_product_with_its_current_quality(catalog, api_client):
+    api_client.force_authenticate(catalog["user"])
+    body = api_client.get("/api/v1/catalog/products/dcgm-device/").json()
+    quality = body["quality"]
+    assert quality["state"] == "fresh" and quality["open_incidents"] == 1
+    coverage = quality["latest"]["coverage"]
+    assert coverage["status"] == "fail"
+    assert coverage["measured"]["missing"] == [{"member": f"nid{n:06d}", "gpus": [0, 1, 2, 3], "whole": True} for n in range(100, 116)]
+    assert body["definition"]["schema"][3] == {"name": "power", "type": "double", "unit": "W", "field": 155,
+                                               "description": "Board power averaged by the driver"}
+    assert body["versions"][0]["changes"] == ["created"]
+    history = api_client.get("/api/v1/catalog/products/dcgm-device/checks/", {"kind": "coverage"}).json()
+    assert [run["status"] for run in history] == ["fail"]
+    assert api_client.get("/api/v1/catalog/products/dcgm-device/checks/", {"limit": "0"}).status_code == 400
+    assert api_client.get("/api/v1/catalog/products/dcgm-device/checks/", {"kind": "speed"}).status_code == 400
+    assert api_client.get("/api/v1/catalog/products/no-such/").status_code == 404
+
+
+def test_only_staff_run_checks_on_demand_and_strangers_see_nothing(catalog, api_client):
+    api_client.force_authenticate(catalog["user"])
+    assert api_client.post("/api/v1/catalog/products/dcgm-device/run/").status_code == 403
+    api_client.force_authenticate(None)
+    assert api_client.get("/api/v1/catalog/products/").status_code == 401
+
+
+def test_sample_queries_get_real_times():
+    now = datetime(2026, 11, 23, 12, 0, 7, tzinfo=timezone.utc)
+    assert resolve_query("/x/?start={now-1h}&end={now}&a={now-3d}", now) == \
+        "/x/?start=2026-11-23T11:00:07Z&end=2026-11-23T12:00:07Z&a=2026-11-20T12:00:07Z"
+
+
+def test_the_pages(catalog, client):
+    client.force_login(catalog["user"])
+    index = client.get("/catalog/", {"q": "power"}).content.decode()
+    assert 'data-product="dcgm-device"' in index and 'data-product="slurm-jobs"' not in index
+    page = client.get("/catalog/dcgm-device/").content.decode()
+    assert 'id="product-state">Fresh<' in page
+    assert '<a href="/topology/nodes/nid000100/">nid000100</a> <span class="small muted">all GPUs</span>' in page
+    assert "Targets: fresh within 3 min, stale after 10 min; coverage 99.5 % of topology_gpus" in page
+    assert "&amp;start=20" in page and "{now" not in page  # the sample query with real times
+    assert 'href="/catalog/explorer/?product=dcgm-device"' in page
+    assert client.get("/catalog/no-such/").status_code == 404
+    explorer = client.get("/catalog/explorer/", {"product": "dcgm-device", "evil": "<script>"}).content.decode()
+    assert 'src="/catalog/explorer/app/?product=dcgm-device"' in explorer
+
+
+def _callback(client, inputs: dict, search: str):
+    """Post one Dash callback the way the browser's renderer does."""
+    outputs = "..plot.figure...note.children.."
+    body = {"output": outputs, "outputs": [{"id": "plot", "property": "figure"}, {"id": "note", "property": "children"}],
+            "inputs": [{"id": key, "property": "value", "value": value} for key, value in inputs.items()],
+            "changedPropIds": ["product.value"], "state": [{"id": "url", "property": "search", "value": search}]}
+    response = client.post("/catalog/explorer/app/_dash-update-component", json.dumps(body), content_type="application/json")
+    assert response.status_code == 200, response.content[:500]
+    return response.json()["response"]
+
+
+INPUTS = {"product": "dcgm-device", "fields": [155], "window": 3600, "group_by": "host", "stat": "mean", "hosts": "", "job": None}
+
+
+def test_the_explorer_app_is_served_by_django_with_a_strict_policy(catalog, client):
+    assert client.get("/catalog/explorer/app/").status_code == 302  # signed in only
+    client.force_login(catalog["staff"])
+    index = client.get("/catalog/explorer/app/", {"product": "dcgm-device"})
+    assert index.status_code == 200 and b'id="react-entry-point"' in index.content
+    policy = index["Content-Security-Policy"]
+    assert "script-src 'self' 'sha256-" in policy and "unsafe-inline' " not in policy.split("script-src")[1].split(";")[0]
+    layout = client.get("/catalog/explorer/app/_dash-layout").json()
+    assert "react-entry-point" not in json.dumps(layout) and '"id": "plot"' in json.dumps(layout)
+    answer = _callback(client, INPUTS, "?product=dcgm-device")
+    assert "median and 10-90 % band across 2,672 hosts" in answer["note"]["children"]
+    figure = answer["plot"]["figure"]
+    assert [trace.get("name") for trace in figure["data"] if trace.get("name")] == ["power (W) 10-90 % of 2,672 hosts", "power (W) median"]
+    few = _callback(client, {**INPUTS, "hosts": "nid[000001-000003]"}, "?product=dcgm-device")
+    assert "one line per host (3)" in few["note"]["children"]
+    bad = _callback(client, {**INPUTS, "hosts": "nid[000001-"}, "?product=dcgm-device")
+    assert bad["note"]["children"].startswith("Nodes: ")
+
+
+def test_the_explorer_shows_a_researcher_only_their_jobs(catalog, client):
+    from apps.jobs.models import Cluster, Job
+
+    client.force_login(catalog["user"])
+    answer = _callback(client, {**INPUTS, "hosts": "nid000001"}, "?product=dcgm-device")
+    assert answer["note"]["children"].startswith("Choose one of your jobs")
+    assert answer["plot"]["figure"]["data"] == []
+    now = catalog["now"]
+    cluster = Cluster.objects.create(name="alps")
+    Job.objects.create(cluster=cluster, job_id=77, user_name="other", account="b-moe02", state="RUNNING", name="theirs",
+                       submit_time=now - timedelta(hours=1), start_time=now - timedelta(minutes=20), node_list=["nid000005"])
+    Job.objects.create(cluster=cluster, job_id=78, user_name="mia", account="a-llm01", state="RUNNING", name="mine",
+                       submit_time=now - timedelta(hours=1), start_time=now - timedelta(minutes=20), node_list=["nid000001", "nid000002"])
+    assert _callback(client, {**INPUTS, "job": "alps/77"}, "")["note"]["children"].startswith("Choose one of your jobs")
+    mine = _callback(client, {**INPUTS, "job": "alps/78"}, "")
+    assert "one line per host (2)" in mine["note"]["children"]
+    assert {trace["name"].split()[0] for trace in mine["plot"]["figure"]["data"]} == {"nid000001", "nid000002"}
