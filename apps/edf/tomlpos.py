@@ -4,7 +4,8 @@ Python's ``tomllib`` is the judge of whether a text is TOML (strict TOML 1.0, wi
 column for every syntax error), but it forgets where values came from. This scanner walks the same
 text once more and records, for every key path, the position of the key and of its value; array
 elements get the path plus their index. It is lenient: on text that is not TOML it records what
-it can and stops, so positions of the part before a syntax error are still known.
+it can and stops, so positions of the part before a syntax error are still known. Plain Python: no
+Django.
 
 Lines and columns are 1-based, columns count characters.
 """

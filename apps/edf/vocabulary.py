@@ -2,7 +2,7 @@
 
 One table read by the validator, the JSON Schema (``schema.py``) and the editor's completion, so
 the three cannot drift apart. Facts from the CSCS Container Engine documentation and the Sarus
-Suite ``raster`` schema (docs/reference: edf-vetnode-slurm.md §A).
+Suite ``raster`` schema (docs/reference: edf-vetnode-slurm.md §A). Plain Python: no Django.
 """
 from __future__ import annotations
 
