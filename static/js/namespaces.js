@@ -147,5 +147,8 @@ document.addEventListener("DOMContentLoaded", () => {
 
   form.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(check, 400); });
   form.addEventListener("change", () => { clearTimeout(timer); timer = setTimeout(check, 150); });
+  // Leaving a field for the submit button fires "change": that check would only be cut off by the
+  // page going to the request, and the server checks everything on submit anyway.
+  form.addEventListener("submit", () => clearTimeout(timer));
   check();
 });

@@ -89,6 +89,7 @@ def test_request_form_change_and_approval(live_server, page, screenshot, celery_
     expect(page.locator("#preview-diff")).to_contain_text("+++ b/tenants/a-astro10/namespaces/a-astro10-eval/10-resourcequota.yaml")
     assert form.locator(".field-error").all_inner_texts() == [""] * form.locator(".field-error").count()
     screenshot(page, "namespaces-form-preview")
+    expect(page.locator("#preview-state")).not_to_have_text("Checking…")  # the last live check has answered
     page.locator("#ns-submit").click()
     page.wait_for_url("**/namespaces/requests/*/")
     request_url = page.url
@@ -106,6 +107,7 @@ def test_request_form_change_and_approval(live_server, page, screenshot, celery_
     page.fill("#f-memory_limits", "64Gi")
     expect(page.locator("#preview-diff")).to_contain_text("-    limits.memory: 32Gi\n+    limits.memory: 64Gi")
     screenshot(page, "namespaces-change-diff")
+    expect(page.locator("#preview-state")).not_to_have_text("Checking…")
     page.locator("#ns-submit").click()
     page.wait_for_url("**/namespaces/requests/*/")
     wait_for_status(page, page.url, "committed")
