@@ -190,7 +190,11 @@ def submit(spec: dict, user, *, namespace: ManagedNamespace | None = None) -> Na
 
 
 class NotAllowed(PermissionError):
-    pass
+    """The request or namespace is not in a state that allows this (the API answers 409)."""
+
+
+class NotPermitted(NotAllowed):
+    """This person may not do this (the API answers 403)."""
 
 
 def may_approve(request: NamespaceRequest, user) -> bool:
@@ -203,7 +207,7 @@ def decide(request: NamespaceRequest, user, *, approve: bool, reason: str = "") 
     if request.status != RequestStatus.WAITING:
         raise NotAllowed(f"request {request.number} is {request.get_status_display()}, not waiting for approval")
     if not may_approve(request, user):
-        raise NotAllowed(f"only {', '.join(request.approvers) or 'staff'} may decide on {request.number}")
+        raise NotPermitted(f"only {', '.join(request.approvers) or 'staff'} may decide on {request.number}")
     if not approve and not reason.strip():
         raise NotAllowed("say why the request is rejected: the team reads it")
     with transaction.atomic():

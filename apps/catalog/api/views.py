@@ -5,6 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import InputError
+from apps.core.api.permissions import IsStaff
 
 from ..models import CheckRun, DataProduct
 from ..selectors import check_history, incidents, latest_checks, product_get, products
@@ -82,12 +83,12 @@ class ProductChecksView(APIView):
 class RunChecksView(APIView):
     """Staff: run a product's checks now (queued for the worker)."""
 
+    permission_classes = [IsStaff]
+
     @extend_schema(request=None, responses={202: {"type": "object"}})
     def post(self, request, name):
         from ..tasks import run_checks_task
 
-        if not request.user.is_staff:
-            raise InputError("only staff run checks on demand; they run on their own schedule", status_code=403)
         product = product_get(name)
         if product is None:
             raise Http404

@@ -1,17 +1,19 @@
 """Namespace endpoints under /api/v1/namespaces/: requests (with a dry run), namespaces, decisions, teardown."""
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import permissions, status
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.api.permissions import IsStaff
 
 from ..models import ManagedNamespace
 from ..render import to_yaml
 from ..selectors import namespace_get_for_user, namespaces_for_user, requests_for_user
 from ..services import (
     NotAllowed,
+    NotPermitted,
     RequestRefused,
     decide,
     inventory,
@@ -100,17 +102,14 @@ class RequestDetailView(APIView):
         return Response(_request(found))
 
 
-class IsStaff(permissions.BasePermission):
+class StaffDecides(IsStaff):
     message = "Only staff decide on namespace requests."
-
-    def has_permission(self, request, view):
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
 
 
 class DecisionView(APIView):
     """Staff (the team's named approvers, when it has some) approve or reject a waiting request; a rejection says why."""
 
-    permission_classes = [IsStaff]
+    permission_classes = [StaffDecides]
     approve = True
 
     @extend_schema(request={"application/json": {"type": "object", "properties": {"reason": {"type": "string"}}}},
@@ -122,7 +121,7 @@ class DecisionView(APIView):
         try:
             decide(found, request.user, approve=self.approve, reason=str(request.data.get("reason", "")) if isinstance(request.data, dict) else "")
         except NotAllowed as exc:
-            raise InputError(str(exc), status_code=403 if "only" in str(exc) else 409) from exc
+            raise InputError(str(exc), status_code=403 if isinstance(exc, NotPermitted) else 409) from exc
         return Response(_request(found))
 
 

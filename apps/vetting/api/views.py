@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.api.permissions import IsStaff
 from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
 
@@ -28,13 +29,6 @@ from ..services import (ActionFailed, IngestRefused, RuleInvalid, node_act, prot
 from .serializers import (NodeActionSerializer, NodeHealthEventSerializer, NodeHealthSerializer, RecommendationResolveSerializer,
                           RecommendationSerializer, RuleSerializer, RuleWriteSerializer, VettingResultSerializer,
                           VettingRunSerializer)
-
-
-class IsStaff(permissions.BasePermission):
-    message = "Only staff may do this."
-
-    def has_permission(self, request, view):
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
 
 
 class StaffWrites(permissions.BasePermission):
