@@ -26,7 +26,9 @@ from .models import (
 )
 from .render import files as render_files
 from .render import render
+from .schemas import validate_manifests
 from .spec import Check, Usage, namespace_name, normalise, validate
+from .spec import usage_of as spec_usage_of
 
 TEARDOWN_STEPS = ("freeze", "backup", "remove", "prune", "verify", "archive")
 
@@ -49,9 +51,7 @@ def repository() -> GitOpsRepo:
 
 
 def usage_of(spec: dict) -> Usage:
-    check = validate(spec, inventory=inventory(), team_members=True, existing={}, allocated=Usage(gpus={}), team_usage=Usage(),
-                     envelope={}, today=timezone.now().date())
-    return check.usage
+    return spec_usage_of(spec, inventory())
 
 
 def envelope_of(project: Project) -> tuple[dict, list[str]]:
@@ -93,8 +93,9 @@ def context_for(spec: dict, user, *, namespace: ManagedNamespace | None = None) 
         if ns.project.slurm_account == team:
             team_usage = team_usage + usage
     # requests still in flight hold their names too
-    for pending in NamespaceRequest.objects.filter(status__in=[RequestStatus.WAITING, RequestStatus.APPROVED], kind=RequestKind.CREATE):
-        names.setdefault(pending.name, pending.project.slurm_account)
+    pending = NamespaceRequest.objects.filter(status__in=[RequestStatus.WAITING, RequestStatus.APPROVED], kind=RequestKind.CREATE)
+    for name, account in pending.values_list("name", "project__slurm_account"):
+        names.setdefault(name, account)
     project = Project.objects.filter(slurm_account=team).first() if team else None
     envelope, approvers = envelope_of(project) if project else (dict(inventory().default_envelope), [])
     member = bool(project) and (user.is_staff or team in slurm_accounts_for_user(user))

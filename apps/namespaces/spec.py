@@ -236,6 +236,13 @@ def normalise(spec: dict, inventory: Inventory) -> dict:
     return out
 
 
+def usage_of(spec: dict, inventory: Inventory) -> Usage:
+    """What a committed spec holds, read the way ``validate`` reads its quota, without the other checks:
+    the live check adds this up over every namespace at each keystroke."""
+    environment = spec.get("environment") if spec.get("environment") in inventory.environments else None
+    return _check_quota(Check(), spec.get("quota"), inventory, environment, Usage(gpus={}))
+
+
 def _check_quota(check: Check, quota, inventory: Inventory, environment, allocated: Usage) -> Usage:
     usage = Usage()
     if not isinstance(quota, dict):

@@ -54,17 +54,17 @@ def refresh_statuses_task() -> list[str]:
 def teardown_task(self, namespace_pk: int) -> dict:
     from .gitops import GitError
     from .models import ManagedNamespace
-    from .services import teardown_advance
+    from .services import TEARDOWN_STEPS, teardown_advance
 
     namespace = ManagedNamespace.objects.select_related("project").get(pk=namespace_pk)
     run = TaskRun.objects.create(name="namespaces.teardown", subject=namespace.name)
-    run.start("tearing down: freeze, backup, remove, prune, verify, archive", total=6)
+    run.start(f"tearing down: {', '.join(TEARDOWN_STEPS)}", total=len(TEARDOWN_STEPS))
     try:
         waiting = teardown_advance(namespace)
     except GitError as exc:
         run.finish(error=str(exc)[:400])
         raise self.retry(exc=exc)
-    run.report(6 if not waiting else ["freeze", "backup", "remove", "prune", "verify", "archive"].index(waiting),
+    run.report(TEARDOWN_STEPS.index(waiting) if waiting else len(TEARDOWN_STEPS),
                f"waiting at {waiting}" if waiting else "archived")
     run.finish()
     return {"namespace": namespace.name, "waiting_at": waiting}

@@ -137,7 +137,7 @@ class NamespaceDetailView(TemplateView):
             files = repository().read(GitOpsRepo.directory(namespace.project.slurm_account, namespace.name))
         except GitError:
             files = {}
-        context.update(namespace=namespace, events=list(namespace.events.all()), requests=list(namespace.requests.all()[:20]),
+        context.update(namespace=namespace, events=list(namespace.events.all()), requests=list(namespace.requests.select_related("requested_by")[:20]),
                        files=files, apps=(namespace.status_detail or {}).get("apps", []),
                        quota=json.dumps((namespace.spec.get("quota") or {}), indent=2))
         return context
