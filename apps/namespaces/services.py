@@ -234,6 +234,11 @@ def commit(request: NamespaceRequest) -> NamespaceRequest:
     spec = request.spec
     user = request.requested_by.get_username()
     manifests = render(spec, inventory())
+    problems = validate_manifests(manifests)
+    if problems:  # a renderer fault must not reach the cluster: nothing is written
+        listed = "; ".join(str(problem) for problem in problems[:5])
+        _move(request, RequestStatus.FAILED, "belvedere", f"the rendered manifests break the bundled schemas, nothing committed: {listed}"[:1000])
+        return request
     rendered = render_files(spec, manifests)
     directory = GitOpsRepo.directory(spec["team"], request.name)
     repo = repository()

@@ -74,6 +74,33 @@ def test_inside_the_envelope_it_is_approved_at_once_and_committed(world):
     assert run.subject == f"{request.number} a-llm01-mlflow" and run.status == "succeeded"
 
 
+def test_manifests_that_break_the_schemas_are_never_committed(world, monkeypatch):
+    """A renderer fault (here: a field Kubernetes does not know, slipped into the quota) fails the request
+    with the schema's words and leaves the repository untouched."""
+    from apps.namespaces import services
+
+    real_render = services.render
+
+    def faulty_render(spec, inventory):
+        manifests = real_render(spec, inventory)
+        quota = next(m for m in manifests if m["kind"] == "ResourceQuota")
+        quota["spec"]["hardd"] = {"cpu": "4"}
+        return manifests
+
+    from pathlib import Path
+
+    from django.conf import settings
+
+    request = submit(request_spec(), world["alice"])
+    monkeypatch.setattr(services, "render", faulty_render)
+    commit(request)
+    request.refresh_from_db()
+    assert request.status == "failed" and request.commit == ""
+    assert "ResourceQuota/" in request.message and "hardd" in request.message and "nothing committed" in request.message
+    assert not (Path(settings.NAMESPACES_GIT_PATH) / DIRECTORY).exists()
+    assert not ManagedNamespace.objects.filter(name=request.name).exists()
+
+
 def test_beyond_the_envelope_only_the_named_approver_decides(world):
     spec = request_spec(environment="prod", quota={**request_spec()["quota"], "storage": {"ceph-rbd": {"size": "100Gi"}}})
     request = submit(spec, world["alice"])
