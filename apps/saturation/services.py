@@ -58,8 +58,7 @@ def locations_of_gpus(pairs) -> dict:
     for host, gpu in pairs:
         found = index.nic_of(host, int(gpu))
         if found:
-            nic, group, switch = found
-            out[(host, int(gpu))] = {"nic": nic, "switch": f"{group}.{switch}", "group": group}
+            out[(host, int(gpu))] = {"nic": found.nic, "switch": found.switch_label, "group": found.group}
     return out
 
 

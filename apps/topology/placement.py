@@ -17,6 +17,7 @@ one node talks to local rank i of another.
 """
 from dataclasses import dataclass
 from math import ceil
+from typing import NamedTuple
 
 import numpy as np
 
@@ -76,6 +77,19 @@ class Placement:
             "nodes_per_group": {str(group): count for group, count in self.nodes_per_group.items()},
             "pairs": self.pairs.as_dict(),
         }
+
+
+class NicPlace(NamedTuple):
+    """Where a NIC plugs in: its name, its group and the switch's index in that group."""
+
+    nic: str
+    group: int
+    switch: int
+
+    @property
+    def switch_label(self) -> str:
+        """The switch as pages and stored results name it: "group.switch", e.g. "4.5"."""
+        return f"{self.group}.{self.switch}"
 
 
 class TopologyIndex:
@@ -141,7 +155,7 @@ class TopologyIndex:
         return hops
 
     # -----------------------------------------------------------------------------------------
-    def nic_of(self, hostname: str, lane: int) -> tuple[str, int, int] | None:
+    def nic_of(self, hostname: str, lane: int) -> NicPlace | None:
         """(NIC name, group, switch index) of NIC ``lane`` of a node — GPU i uses NIC i on GH200 —
         or None when the node or that NIC is not in the topology."""
         row = self.row_of.get(hostname)
@@ -149,7 +163,7 @@ class TopologyIndex:
             return None
         group, switch = self.switch_keys[int(self.nic_switch[row, lane])]
         name = next((nic.name for nic in self.topology.nodes[row].nics if nic.index == lane), f"hsn{lane}")
-        return name, int(group), int(switch)
+        return NicPlace(name, int(group), int(switch))
 
     def rows(self, hostnames) -> np.ndarray:
         """Row numbers of ``hostnames`` (duplicates removed, order kept); unknown ones raise."""

@@ -66,7 +66,7 @@ def build(context: DemoContext) -> dict:
     for host in hostnames:
         found = index.nic_of(host, 0)
         if found:
-            place[host] = (found[1], f"{found[1]}.{found[2]}")
+            place[host] = (found.group, found.switch_label)
     by_switch: dict[str, list[str]] = {}
     for host, (_, switch) in place.items():
         by_switch.setdefault(switch, []).append(host)

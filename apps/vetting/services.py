@@ -43,8 +43,7 @@ def _places(hosts) -> dict:
     for host in hosts:
         found = index.nic_of(host, 0)
         if found:
-            _, group, switch = found
-            out[host] = (group, f"{group}.{switch}")
+            out[host] = (found.group, found.switch_label)
     return out
 
 
@@ -68,7 +67,7 @@ def run_store(run: Run, *, cluster, job=None, submitter: str = "") -> VettingRun
             if result.gpu is not None and result.host in index.row_of:
                 found = index.nic_of(result.host, int(result.gpu))
                 if found:
-                    switch = f"{found[1]}.{found[2]}"
+                    switch = found.switch_label
             rows.append(VettingResult(
                 run=stored, time=started, host=result.host[:64], group=group, switch=switch, job_id_number=stored.job_id_number,
                 user_name=stored.user_name, account=stored.account, kind=result.kind, eval_name=result.eval_name[:200], eval_type=result.eval_type[:200],
