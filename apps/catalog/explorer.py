@@ -9,7 +9,6 @@ the same rule as the telemetry API.
 from __future__ import annotations
 
 import contextvars
-import math
 from datetime import timedelta
 from functools import lru_cache
 
@@ -66,6 +65,7 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
     from django.utils import timezone
 
     from apps.telemetry.backends.base import Query, TelemetryUnavailable
+    from apps.telemetry.products import choose_step
     from apps.telemetry.store import telemetry_store
 
     from .figures import series_figure
@@ -106,7 +106,7 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
         if end <= start:
             return series_figure(None, group_by=group_by, stat=stat, labels=labels)[0], "The job did not run in this window."
     step = max(int(product.definition.get("explorer", {}) and product.definition["explorer"].get("step", 60) or 60),
-               int(math.ceil((end - start).total_seconds() / MAX_BUCKETS)))
+               choose_step((end - start).total_seconds(), MAX_BUCKETS))  # a step the store's rollups serve
     try:
         frame = telemetry_store(product.definition["source"].get("store", "default")).aggregate(
             Query(start=start, end=end, fields=tuple(fields), hosts=hosts), step, ("mean", "min", "max"))

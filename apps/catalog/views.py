@@ -56,14 +56,15 @@ class ProductView(TemplateView):
             timeline = json.loads(gap_timeline(gaps.measured["gaps"], start=gaps.measured["start"], end=gaps.measured["end"]).to_json())
         definition = product.definition
         sample = definition.get("sample_query") or {}
+        recent_incidents = list(incidents(product)[:20])
         context.update(product=product, d=definition, latest=latest, history=list(check_history(product, limit=60)),
-                       incidents=list(incidents(product)[:20]), versions=list(product.versions.all()[:10]),
+                       incidents=recent_incidents, versions=list(product.versions.all()[:10]),
                        sample_query=resolve_query(sample.get("api", "")), sample_description=sample.get("description", ""),
                        timeline=timeline, coverage=latest.get("coverage"), freshness=latest.get("freshness"),
                        explorer=definition["source"]["kind"] == "telemetry",
                        node_members=(definition["slo"].get("coverage") or {}).get("population") in ("topology_gpus", "topology_nodes",
                                                                                                   "running_job_gpus"),
-                       open_incidents=[i for i in incidents(product)[:20] if i.closed is None])
+                       open_incidents=[incident for incident in recent_incidents if incident.closed is None])
         return context
 
 

@@ -1,6 +1,5 @@
 """Vetting endpoints under /api/v1/vetting/: post and read runs and results, node states and staff
 actions, the rules catalogue, recommendations, and the vetnode protocol check."""
-import hashlib
 
 from django.conf import settings
 from django.http import Http404
@@ -322,6 +321,6 @@ class ProtocolValidateView(APIView):
             except (ValueError, AttributeError):
                 pass
         report = protocol_check.validate_protocol(text)
-        return Response({"valid": report.valid, "name": report.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        return Response({"valid": report.valid, "name": report.name, "sha256": protocol_hash(text),
                          "findings": [f.__dict__ for f in report.findings], "evals": report.evals})
 
