@@ -41,6 +41,54 @@ def pytest_report_header(config):
     ]
 
 
+# Modules whose queries lean on what engines do differently (filters and ordering over accounts
+# and states, bulk upserts, row locks, JSON columns, the demo's bulk loads, access selectors).
+ENGINE_SENSITIVE_MODULES = {
+    "tests/accounts/test_access.py",
+    "tests/jobs/test_access.py", "tests/jobs/test_list.py", "tests/jobs/test_events.py",
+    "tests/jobs/test_slurm_json_captured.py",
+    "tests/vetting/test_services.py", "tests/vetting/test_api.py",
+    "tests/namespaces/test_workflow.py", "tests/namespaces/test_access.py",
+    "tests/edf/test_documents.py",
+    "tests/catalog/test_checks.py",
+    "tests/topology/test_import.py",
+    "tests/core/test_demo.py",
+    "tests/security/test_authz_matrix.py",
+}
+
+
+def engine_sensitive(item) -> bool:
+    """Whether a test's outcome can depend on the database engine or the broker: it starts a real
+    worker (``integration``), runs in real transactions (``django_db(transaction=True)``: locking,
+    commit visibility across processes), or says so itself (``engine``). Browser tests are left to
+    the default profile: what they check is the page, not the engine behind it."""
+    if item.get_closest_marker("browser"):
+        return False
+    if item.get_closest_marker("integration") or item.get_closest_marker("engine"):
+        return True
+    if item.nodeid.split("::", 1)[0] in ENGINE_SENSITIVE_MODULES:
+        return True
+    marker = item.get_closest_marker("django_db")
+    return bool(marker and marker.kwargs.get("transaction"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """``--engine-subset`` (used by .ci/run for the PostgreSQL + Redis profile) keeps only the tests
+    whose result can differ between engines; the default profile runs everything."""
+    if not config.getoption("--engine-subset"):
+        return
+    keep = [item for item in items if engine_sensitive(item)]
+    dropped = [item for item in items if not engine_sensitive(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
+def pytest_addoption(parser):
+    parser.addoption("--engine-subset", action="store_true", default=False,
+                     help="run only the tests whose outcome depends on the database engine or the broker")
+
+
 def pytest_sessionstart(session):
     """In the integration profile, stop at once with one clear line when a service is down."""
     if os.environ.get("BELVEDERE_INTEGRATION") != "1":
