@@ -4,9 +4,15 @@ from django.db.models import QuerySet
 from .models import Project
 
 
+def _is_person(user) -> bool:
+    """A signed-in account of this portal. Stand-ins that authenticate without one (a job token's
+    ``JobTokenUser``: no primary key) belong to no project."""
+    return bool(getattr(user, "is_authenticated", False) and getattr(user, "pk", None) is not None)
+
+
 def project_list_for_user(user) -> QuerySet[Project]:
     """Projects visible to ``user``: all for staff, their own for members, none for anonymous."""
-    if not getattr(user, "is_authenticated", False):
+    if not _is_person(user):
         return Project.objects.none()
     if user.is_staff:
         return Project.objects.all()
@@ -15,7 +21,7 @@ def project_list_for_user(user) -> QuerySet[Project]:
 
 def slurm_accounts_for_user(user) -> set[str]:
     """Slurm accounts whose jobs ``user`` may see (staff: check ``user.is_staff`` instead)."""
-    if not getattr(user, "is_authenticated", False):
+    if not _is_person(user):
         return set()
     return set(Project.objects.filter(memberships__user=user).values_list("slurm_account", flat=True))
 

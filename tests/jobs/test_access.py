@@ -90,6 +90,11 @@ def test_job_list_page(role, world, client, api_client):
     assert ('href="/jobs/alps/1001/"' in response.content.decode()) == CAN_SEE[role]
 
 
+# Who may mint a token for job 1001: its Slurm user and staff. A member of its account sees the job
+# (403, not 404) but may not get a token, which would let them write what they may only read.
+MAY_ISSUE = {"owner": 201, "member": 403, "other": 404, "staff": 201}
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_issuing_a_job_token(role, world, client, api_client):
     _, api = client_for(role, world, client, api_client)
@@ -97,7 +102,38 @@ def test_issuing_a_job_token(role, world, client, api_client):
     if role == "anonymous" or role in world["keys"]:
         assert response.status_code == 401  # a job token is no credential for minting more tokens
     else:
-        assert response.status_code == (201 if CAN_SEE[role] else 404)
+        assert response.status_code == MAY_ISSUE[role], response.content
+    if response.status_code == 403:
+        assert "olive" in response.json()["detail"]
+    assert JobToken.objects.filter(job=world["target"]).count() == 1 + (response.status_code == 201)
+
+
+def test_a_member_cannot_launder_write_rights_through_a_job_token(world, api_client):
+    """Issue 16 item 1: the member, refused the layout PUT directly, must not get a token that can do it."""
+    api_client.force_authenticate(world["users"]["member"])
+    assert api_client.put("/api/v1/jobs/alps/1001/layout/", {"tp": 1, "pp": 1}, format="json").status_code == 403
+    response = api_client.post("/api/v1/jobs/alps/1001/token/")
+    assert response.status_code == 403
+    assert "job_token" not in response.json()
+
+
+def test_a_job_token_user_without_the_token_job_still_sees_only_its_job(world):
+    """The selector reads the job from the token's stand-in user, so a view that forgets to pass
+    ``token_job`` cannot widen a token to the owner's or account's jobs (or fail on it)."""
+    from apps.accounts.selectors import project_list_for_user, slurm_accounts_for_user
+    from apps.jobs.authentication import JobTokenUser
+    from apps.jobs.selectors import job_get_for_user, job_list_for_user, job_may_act, job_may_issue_token
+
+    elsewhere = Job.objects.get(job_id=2002)
+    stand_in = JobTokenUser(world["target"])
+    assert list(job_list_for_user(stand_in)) == [world["target"]]
+    assert job_get_for_user(stand_in, "alps", 2002) is None
+    assert slurm_accounts_for_user(stand_in) == set() and not project_list_for_user(stand_in).exists()
+    assert job_may_act(stand_in, world["target"]) and not job_may_act(stand_in, elsewhere)
+    assert not job_may_issue_token(stand_in, world["target"])
+    owner, member, staff = (world["users"][r] for r in ("owner", "member", "staff"))
+    assert job_may_act(owner, world["target"]) and job_may_act(staff, world["target"])
+    assert not job_may_act(member, world["target"]) and not job_may_issue_token(member, world["target"])
 
 
 @pytest.mark.parametrize("role", ROLES)

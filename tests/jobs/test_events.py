@@ -56,6 +56,10 @@ def test_repeated_events_change_nothing(service):
     ({"user": ""}, "user"),
     ({"user": "bob; rm -rf /"}, "user"),
     ({"job_id": -1}, "job_id"),
+    ({"job_id": 10**30}, "job_id"),  # issue 16 item 6: was a 500 (integer overflow at save)
+    ({"job_id": 2**63}, "job_id"),
+    ({"tasks": 2**31}, "tasks"),
+    ({"gpus": 10**20}, "gpus"),
     ({"cluster": "al ps"}, "cluster"),
 ])
 def test_bad_events_are_refused_with_the_field(service, change, field):

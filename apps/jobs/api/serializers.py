@@ -34,11 +34,17 @@ class JobDetailSerializer(JobListSerializer):
                   "node_list", "tasks", "signal", "working_directory", "command", "comment", "environment", "steps"]
 
 
+# The largest values the columns hold on every database engine (PositiveBigIntegerField and
+# PositiveIntegerField): a bigger number is a 400 naming the field, never an overflow at save.
+MAX_JOB_ID = 2**63 - 1
+MAX_COUNT = 2**31 - 1
+
+
 class JobEventSerializer(serializers.Serializer):
     EVENTS = ["start", "end", "step_start", "step_end"]
 
     cluster = serializers.SlugField(max_length=64)
-    job_id = serializers.IntegerField(min_value=1)
+    job_id = serializers.IntegerField(min_value=1, max_value=MAX_JOB_ID)
     event = serializers.ChoiceField(choices=EVENTS)
     time = serializers.DateTimeField(required=False, help_text="When it happened (ISO 8601, UTC); default: now.")
     user = serializers.RegexField(r"^[A-Za-z0-9_.@-]{1,64}$", required=False, allow_blank=True)
@@ -49,8 +55,8 @@ class JobEventSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=JobStateChoices.choices, required=False, help_text="Final state, with event=end.")
     exit_code = serializers.IntegerField(required=False, allow_null=True, min_value=-255, max_value=255)
     step_id = serializers.CharField(max_length=40, required=False, allow_blank=True)
-    tasks = serializers.IntegerField(required=False, allow_null=True, min_value=0)
-    gpus = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    tasks = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
+    gpus = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
     token = serializers.BooleanField(default=False, help_text="With event=start: also issue a job token (returned once).")
 
     def validate_nodes(self, value):

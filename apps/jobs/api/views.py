@@ -1,13 +1,13 @@
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, permissions, status
+from rest_framework import exceptions, generics, permissions, status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ..authentication import JobTokenAuthentication, token_job
 from ..filtersets import JobFilterSet
-from ..selectors import job_get_for_user, job_list_for_user
+from ..selectors import job_get_for_user, job_list_for_user, job_may_issue_token
 from ..services import JobEvent, job_event_apply, job_token_issue
 from .serializers import JobDetailSerializer, JobEventSerializer, JobListSerializer
 
@@ -67,16 +67,20 @@ class JobEventView(APIView):
 
 
 class JobTokenView(APIView):
-    """Issue a job token for one of your jobs (shown once). Code inside the job then uses
-    ``Authorization: JobToken <key>`` to post data for that job only."""
+    """Issue a job token for one of your own jobs (shown once); staff may issue one for any job.
+    Code inside the job then uses ``Authorization: JobToken <key>`` to read and post data for that
+    job only. Members of the job's account see the job but get 403 here: a token can write."""
+
+    throttle_scope = "job_token"
 
     @extend_schema(request=None, responses={201: {"type": "object"}})
     def post(self, request, cluster: str, job_id: int):
-        if token_job(request) is not None:
-            raise Http404
-        job = job_get_for_user(request.user, cluster, job_id)
+        job = job_get_for_user(request.user, cluster, job_id, token_job(request))
         if job is None:
             raise Http404
+        if not job_may_issue_token(request.user, job):
+            raise exceptions.PermissionDenied(
+                f"Only the job's user ({job.user_name}) or staff may issue a token for job {cluster}/{job_id}.")
         key = job_token_issue(job, created_by=request.user.get_username())
         return Response({"job_token": key, "cluster": cluster, "job_id": job_id, "header": f"Authorization: JobToken {key}"},
                         status=status.HTTP_201_CREATED)
