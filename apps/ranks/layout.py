@@ -13,7 +13,11 @@ The rules restate Megatron-LM's ``RankGenerator`` (reference notes, topology-meg
 * Two generators run on the same ranks ("MoE parallel folding"): the dense one (tp, cp, dp, pp;
   ep = 1) for attention and the expert one (tp = etp, ep, dp = edp, pp; cp = 1) for MoE layers.
   One generator cannot have both ep > 1 and cp > 1, but the job can: cp lives in the dense view,
-  ep in the expert view. Both views must give the same pipeline groups.
+  ep in the expert view. As ``initialize_model_parallel`` asserts, both views must give the same
+  pipeline groups, and when pp > 1 is not last in the order, the same data-parallel size (dp = edp).
+  With pp = 1 neither constrains anything: every pipeline group is a single rank.
+  ``tests/ranks/megatron_reference.py`` restates Megatron's construction; a property test checks
+  that this module accepts exactly what it accepts and builds the same groups.
 * Virtual pipeline (interleaved schedule) does not move ranks; it decides which layers a pipeline
   rank holds: chunk c of pipeline rank r is virtual stage ``c·PP + r``.
 
@@ -275,13 +279,22 @@ class ParallelSizes:
                 )
         resolved = replace(self, dp=dp, etp=etp)
         dense, expert = resolved._generators(world_size)
-        if dense.strides["pp"] != expert.strides["pp"]:
-            # Same PP and W: the pp groups coincide exactly when the pp strides do.
+        # Megatron's two checks (initialize_model_parallel). With pp = 1 both pass whatever the
+        # order: every pp group is a single rank, the same in both views.
+        if self.pp > 1 and dense.strides["pp"] != expert.strides["pp"]:
+            # Same PP and W: the pp groups coincide exactly when the pp strides do (the group of rank
+            # 0 is {0, s, 2s, ...}); equal groups are listed alike (ascending, by first member).
             raise LayoutError(
                 f"with order {self.order!r} pipeline stages are {dense.strides['pp']} ranks apart for attention "
                 f"(tokens before pp: {self._before_pp('dense')}) but {expert.strides['pp']} for experts "
                 f"({self._before_pp('expert')}); Megatron requires identical pp groups in both views: make "
                 "these products equal, or put pp last in the order"
+            )
+        if self.pp > 1 and self.order.split("-")[-1] != "pp" and dp != edp:
+            raise LayoutError(
+                f"with order {self.order!r} (pp not last) and pp={self.pp}, Megatron requires the same data-parallel "
+                f"size for attention and experts, but dp={dp} and edp={edp} (edp = world size / (etp x ep x pp)); "
+                "make tp x cp equal etp x ep, or put pp last in the order"
             )
         return resolved
 

@@ -214,8 +214,9 @@ def random_configurations(count, seed=20240412):
         try:
             layout = RankLayout(sizes, world)
         except LayoutError as error:
-            # the only other rejection: dense and expert pp groups differ (pp not last, tp*cp != etp*ep)
-            assert "identical pp groups" in str(error), str(error)
+            # the only other rejections, Megatron's two (pp > 1, pp not last): dense and expert pp groups
+            # differ, or dp != edp (tests/ranks/test_megatron_reference.py checks them against Megatron)
+            assert "identical pp groups" in str(error) or "same data-parallel size" in str(error), str(error)
             rejected += 1
             continue
         found.append(layout)
@@ -341,6 +342,9 @@ def test_alps_scale_timing():
         (lambda: ParallelSizes(tp=2, pp=2, ep=4, etp=1, order="tp-cp-ep-pp-dp").for_world(32),
          r"pipeline stages are 2 ranks apart for attention \(tokens before pp: tp x cp\) but 4 for experts "
          r"\(etp x ep\); Megatron requires identical pp groups"),
+        (lambda: ParallelSizes(tp=2, pp=2, ep=1, etp=1, order="pp-tp-cp-ep-dp").for_world(8),
+         r"with order 'pp-tp-cp-ep-dp' \(pp not last\) and pp=2, Megatron requires the same data-parallel size for "
+         r"attention and experts, but dp=2 and edp=4"),
         (lambda: ParallelSizes(tp=1, pp=8, vpp=5, num_layers=96), r"^num_layers 96 is not divisible by pp 8 x vpp 5 = 40$"),
         (lambda: ParallelSizes(tp=1, pp=8, num_layers=30), r"^num_layers 30 is not divisible by pp 8$"),
         (lambda: ParallelSizes(tp=1, pp=1, vpp=2, num_layers=4), r"vpp 2 needs pp > 1"),
