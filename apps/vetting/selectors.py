@@ -4,6 +4,9 @@ Whether a node passed vetting is a fact about the machine: every logged-in user 
 node states. *Whose* job vetted it is not: the job id and user of a result are shown only to staff,
 the job's user and members of its account (``job_visible``), and filtering by a job or user that
 one may not see finds nothing. Rules and recommendations are read by all, changed by staff.
+
+A job token (``JobTokenUser``) reads its own job's vetting only: the runs posted for its job, and the
+results on its nodes while it ran that belong to no other job. Everything else does not exist for it.
 """
 from __future__ import annotations
 
@@ -14,15 +17,25 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from apps.accounts.selectors import slurm_accounts_for_user
+from apps.jobs.authentication import JobTokenUser
 
 from .models import NodeHealth, NodeHealthEvent, Recommendation, Rule, VettingResult, VettingRun
 from .records import BAD_OUTCOMES
 
 
+def _token_job(user):
+    """The job a job token's stand-in user acts for, or None for people."""
+    return user.job if isinstance(user, JobTokenUser) else None
+
+
 def job_visibility(user) -> tuple[bool, str, set[str]]:
-    """(staff?, username, Slurm accounts) of the viewer."""
+    """(staff?, username, Slurm accounts) of the viewer. A job token sees as its job's user, but only ever
+    gets its own job's rows (``runs_for_user``, ``results_for_user``)."""
     if not getattr(user, "is_authenticated", False):
         return False, "", set()
+    job = _token_job(user)
+    if job is not None:
+        return False, job.user_name, set()
     return bool(user.is_staff), user.get_username(), set(slurm_accounts_for_user(user))
 
 
@@ -31,18 +44,38 @@ def job_visible(viewer: tuple[bool, str, set[str]], user_name: str, account: str
     return staff or (bool(user_name) and user_name == me) or (bool(account) and account in accounts)
 
 
+def _own_runs(job) -> Q:
+    return Q(job=job) | Q(job__isnull=True, cluster_id=job.cluster_id, job_id_number=job.job_id)
+
+
 def results_for_user(user) -> QuerySet[VettingResult]:
-    return VettingResult.objects.all()
+    """Every result for people (node health is a fact about the machine); for a job token, its job's results
+    and those on its nodes during the job that name no other job."""
+    job = _token_job(user)
+    if job is None:
+        return VettingResult.objects.all()
+    own = Q(run__job=job) | Q(run__job__isnull=True, run__cluster_id=job.cluster_id, run__job_id_number=job.job_id)
+    if job.start_time is None or not job.node_list:  # not started: no nodes yet
+        return VettingResult.objects.filter(own)
+    during = Q(host__in=list(job.node_list), time__gte=job.start_time) & (
+        Q(job_id_number__isnull=True) | Q(job_id_number=job.job_id, run__cluster_id=job.cluster_id))
+    if job.end_time is not None:
+        during &= Q(time__lte=job.end_time)
+    return VettingResult.objects.filter(own | during)
 
 
 def runs_for_user(user) -> QuerySet[VettingRun]:
-    return VettingRun.objects.select_related("cluster", "job")
+    """Every run for people; for a job token, the runs posted for its job."""
+    queryset = VettingRun.objects.select_related("cluster", "job")
+    job = _token_job(user)
+    return queryset if job is None else queryset.filter(_own_runs(job))
 
 
 def restrict_private_filters(queryset: QuerySet, user, *, job=None, user_name=None) -> QuerySet:
-    """Filtering by a job or a user the viewer may not see finds nothing (it would say whose job it was)."""
+    """Filtering by a job or a user the viewer may not see finds nothing (it would say whose job it was).
+    A job token's rows are its own job's already (``results_for_user``, ``runs_for_user``)."""
     staff, me, accounts = job_visibility(user)
-    if staff:
+    if staff or _token_job(user) is not None:
         return queryset
     if user_name and user_name != me:
         return queryset.filter(Q(user_name=user_name) & Q(account__in=accounts))

@@ -122,3 +122,63 @@ def test_protocol_validation_endpoint(api_client, people):
     assert body["valid"] is False
     assert body["findings"][0] | {} == {"severity": "error", "line": 6, "column": 22, "path": "evals[0].max_used_memory",
                                         "message": "max_used_memory is a fraction from 0 to 1, not 20", "hint": "for 20 % write 0.2"}
+
+
+def test_a_job_token_reads_its_own_jobs_vetting_only(api_client, job, people):
+    """Issue 16 item 5: a job token's reads answered 500 (its stand-in user is no account member)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.jobs.models import Job
+    from apps.jobs.services import job_token_issue
+
+    other_job = Job.objects.create(cluster=job.cluster, job_id=777, user_name="bob", account="b-other", state="RUNNING",
+                                   submit_time=job.start_time, start_time=job.start_time, node_list=["nid001240"], node_count=1)
+    api_client.force_authenticate(people["ops"])
+    theirs = upload(api_client, "vetnode-0.1.5-plain.txt", job=777).json()["run"]
+    before = upload(api_client, "dcgmi-diag-4x-r2-gpu2-memory-fail.json", format="dcgm-diag", host="nid001234").json()["run"]
+    VettingResult.objects.filter(run_id=before).update(time=job.start_time - timedelta(hours=2))  # before the job: not its data
+    during = upload(api_client, "dcgmi-diag-4x-r2-gpu2-memory-fail.json", format="dcgm-diag", host="nid001235").json()["run"]
+    VettingResult.objects.filter(run_id=during).update(time=timezone.now() - timedelta(minutes=5))  # on its node, during it
+    api_client.force_authenticate(None)
+    api_client.credentials(HTTP_AUTHORIZATION=f"JobToken {job_token_issue(job, 'test')}")
+    mine = upload(api_client, "vetnode-0.1.5-plain.txt").json()["run"]
+
+    runs = api_client.get("/api/v1/vetting/runs/")
+    assert runs.status_code == 200, runs.content
+    assert [(row["id"], row["job_id"], row["user"]) for row in runs.json()["results"]] == [(mine, 4242, "alice")]
+    assert api_client.get(f"/api/v1/vetting/runs/{mine}/").status_code == 200
+    for run in (theirs, before, during):
+        assert api_client.get(f"/api/v1/vetting/runs/{run}/").status_code == 404
+    assert api_client.get("/api/v1/vetting/runs/?job=777").json()["results"] == []
+    results = api_client.get("/api/v1/vetting/results/?limit=1000")
+    assert results.status_code == 200, results.content
+    rows = results.json()["results"]
+    assert {row["run"] for row in rows} == {mine, during}
+    assert {row["host"] for row in rows} <= set(job.node_list)
+    assert {(row["job_id"], row["user"]) for row in rows if row["run"] == mine} == {(4242, "alice")}
+    assert api_client.get("/api/v1/vetting/results/?job=777").json()["results"] == []
+    assert api_client.get("/api/v1/vetting/results/?user=bob").json()["results"] == []
+    assert other_job.vetting_runs.count() == 1
+
+
+@pytest.mark.parametrize("url, field", [
+    ("/api/v1/vetting/runs/?job=abc", "job"),
+    ("/api/v1/vetting/runs/?job=%C2%B2", "job"),
+    ("/api/v1/vetting/runs/?job=6760759693754570375168", "job"),
+    ("/api/v1/vetting/import/?job=%C2%B2", "job"),
+    ("/api/v1/vetting/import/?job=-1", "job"),
+    ("/api/v1/vetting/import/?format=xml", "format"),
+    ("/api/v1/vetting/results/?run=%C2%B2", "run"),
+])
+def test_bad_query_parameters_are_400s_that_name_them(api_client, job, people, url, field):
+    """Issue 16 item 6: '²'.isdigit() is True and int('²') raised; ?job=abc reached the database."""
+    api_client.force_authenticate(people["ops"])
+    if "/import/" in url:
+        response = api_client.post(url, data=(DATA / "vetnode-0.1.5-plain.txt").read_bytes(), content_type="text/plain")
+    else:
+        response = api_client.get(url)
+    assert response.status_code == 400, response.content
+    assert [error["field"] for error in response.json()["errors"]] == [field]
+    assert VettingRun.objects.count() == 0

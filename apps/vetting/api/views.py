@@ -3,8 +3,8 @@ actions, the rules catalogue, recommendations, and the vetnode protocol check.""
 
 from django.conf import settings
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, permissions, status
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, permissions, serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.renderers import JSONRenderer
@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.api.params import BIGINT_MAX, QueryIntegerField, parse_query
 from apps.core.api.permissions import IsStaff
 from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
@@ -73,12 +74,23 @@ def _store(request, run, *, cluster_name, job_id):
                      "url": f"/vetting/runs/{stored.pk}/"}, status=status.HTTP_201_CREATED)
 
 
-def _int_param(value, field):
-    if value in (None, ""):
-        return None
-    if not str(value).isdigit():
-        raise InputError(f"{field} is a whole number", [ErrorItem(message="a whole number", field=field)])
-    return int(value)
+class RunListParams(serializers.Serializer):
+    job = QueryIntegerField(min_value=0, max_value=BIGINT_MAX, required=False, help_text="Slurm job id")
+
+
+class ImportParams(serializers.Serializer):
+    format = serializers.ChoiceField(choices=list(parsers.FORMATS), default="auto")
+    job = QueryIntegerField(min_value=0, max_value=BIGINT_MAX, required=False, allow_null=True)
+    cluster = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    host = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    protocol = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    protocol_hash = serializers.CharField(max_length=64, required=False, allow_blank=True)
+
+    def to_internal_value(self, data):
+        # ?job= (empty) means no job, as before
+        if hasattr(data, "get") and data.get("job") == "":
+            data = {key: data.get(key) for key in data if key != "job"}
+        return super().to_internal_value(data)
 
 
 class RunListView(generics.ListCreateAPIView):
@@ -91,11 +103,16 @@ class RunListView(generics.ListCreateAPIView):
 
     def get_queryset(self):
         queryset = runs_for_user(self.request.user)
-        job = self.request.query_params.get("job")
-        return restrict_private_filters(queryset.filter(job_id_number=job) if job else queryset, self.request.user, job=job)
+        job = parse_query(self.request, RunListParams).get("job") if self.request.method == "GET" else None
+        return restrict_private_filters(queryset.filter(job_id_number=job) if job is not None else queryset, self.request.user,
+                                        job=job)
 
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "viewer": job_visibility(self.request.user)}
+
+    @extend_schema(parameters=[RunListParams])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
 
     @extend_schema(request={"application/json": {"type": "object"}}, responses={201: {"type": "object"}})
     def post(self, request):
@@ -142,22 +159,18 @@ class ImportView(APIView):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = FormatIsOurs
 
-    @extend_schema(request={"text/plain": {"type": "string"}}, parameters=[
-        OpenApiParameter("format", str, enum=list(parsers.FORMATS)), OpenApiParameter("job", int), OpenApiParameter("cluster", str),
-        OpenApiParameter("host", str), OpenApiParameter("protocol", str)], responses={201: {"type": "object"}})
+    @extend_schema(request={"text/plain": {"type": "string"}}, parameters=[ImportParams], responses={201: {"type": "object"}})
     def post(self, request):
-        params = request.query_params
-        fmt = params.get("format", "auto")
-        if fmt not in parsers.FORMATS:
-            raise InputError(f"format must be one of {', '.join(parsers.FORMATS)}", [ErrorItem(message="unknown format", field="format")])
-        job_id = _int_param(params.get("job"), "job")
+        params = parse_query(request, ImportParams)
+        fmt = params["format"]
+        job_id = params.get("job")
         text = _body_text(request)
         try:
             run = parsers.parse(text, fmt, host=params.get("host") or None)
         except ParseError as exc:
             raise _parse_problems(exc) from exc
-        run.protocol_name = params.get("protocol", "")[:200] or run.protocol_name
-        run.protocol_hash = params.get("protocol_hash", "")[:64]
+        run.protocol_name = params.get("protocol", "") or run.protocol_name
+        run.protocol_hash = params.get("protocol_hash", "")
         return _store(request, run, cluster_name=params.get("cluster") or None, job_id=job_id)
 
 
