@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-_GRAMMAR = re.compile(r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+_GRAMMAR = re.compile(r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1), "k": Decimal("1e3"),
             "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"), "P": Decimal("1e15"), "E": Decimal("1e18")}
@@ -36,7 +36,7 @@ def parse_quantity(text) -> Decimal:
     raw = text.strip()
     if not raw.isascii():
         raise QuantityError(f"{text!r} contains characters other than ASCII digits and units")
-    match = _GRAMMAR.match(raw)
+    match = _GRAMMAR.fullmatch(raw)
     if not match:
         raise QuantityError(f"{text!r} is not a Kubernetes quantity: a number and one of the units "
                             "m, k, M, G, T, Ki, Mi, Gi, Ti (e.g. 500m, 16, 64Gi)")

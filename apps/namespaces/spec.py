@@ -20,9 +20,10 @@ from decimal import Decimal
 from .inventory import Inventory
 from .quantities import QuantityError, bytes_text, cpu_text, parse_quantity, whole
 
-NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-HOSTNAME_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
+# Whole-input patterns: always ``fullmatch`` (``re.match`` with ``$`` lets "tracking\n" through).
+NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+HOSTNAME_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 PSA_LEVELS = ("restricted", "baseline", "privileged")
 MAX_TEXT = 500
 # Characters that change how text is displayed without showing themselves (bidi overrides, zero
@@ -126,7 +127,7 @@ def validate(spec: dict, *, inventory: Inventory, team_members: bool, existing: 
         if key not in known:
             check.add(key, f"unknown field; the request has {', '.join(sorted(known))}")
     team = spec.get("team")
-    if not isinstance(team, str) or not NAME.match(team or ""):
+    if not isinstance(team, str) or not NAME.fullmatch(team or ""):
         check.add("team", "choose one of your teams (Slurm accounts)")
         team = ""
     elif not team_members:
@@ -134,7 +135,7 @@ def validate(spec: dict, *, inventory: Inventory, team_members: bool, existing: 
     suffix = spec.get("name")
     if not isinstance(suffix, str) or not suffix:
         check.add("name", "required: the part after the team prefix, e.g. mlflow")
-    elif not suffix.isascii() or not NAME.match(suffix):
+    elif not suffix.isascii() or not NAME.fullmatch(suffix):
         check.add("name", "lowercase letters a-z, digits and '-', starting and ending with a letter or digit (RFC 1123)")
     elif team:
         full = namespace_name(team, suffix)
@@ -159,7 +160,7 @@ def validate(spec: dict, *, inventory: Inventory, team_members: bool, existing: 
         check.add("contacts", f"at most 20 addresses (this has {len(contacts)}); use a mailing list")
     else:
         for index, contact in enumerate(contacts):
-            if not isinstance(contact, str) or not EMAIL.match(contact) or not contact.isascii():
+            if not isinstance(contact, str) or not EMAIL.fullmatch(contact) or not contact.isascii():
                 check.add(f"contacts.{index}", "an e-mail address such as jane.doe@example.org")
     expires = spec.get("expires")
     if expires:
@@ -364,7 +365,7 @@ def _check_hostnames(check: Check, hostnames, inventory: Inventory, team: str, e
             check.add(path, "a host name in plain ASCII letters")
             continue
         labels = host.split(".")
-        if not host.endswith(suffix) or len(host) > 253 or not all(HOSTNAME_LABEL.match(label) for label in labels):
+        if not host.endswith(suffix) or len(host) > 253 or not all(HOSTNAME_LABEL.fullmatch(label) for label in labels):
             check.add(path, f"a name under the cluster's domain, e.g. {team or 'team'}-mlflow{suffix}")
             continue
         first = labels[0]

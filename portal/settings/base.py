@@ -223,7 +223,41 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "apps.core.api.exceptions.api_exception_handler",
+    # Views opt in with ScopedRateThrottle and a throttle_scope; a refusal is a 429 with Retry-After.
+    "DEFAULT_THROTTLE_RATES": {
+        # POST /api/v1/auth/token/ per client address, whatever the outcome (wrong passwords also lock out, below).
+        "login": env("THROTTLE_LOGIN_RATE", default="30/minute"),
+        # POST /api/v1/jobs/<cluster>/<id>/token/ per user.
+        "job_token": env("THROTTLE_JOB_TOKEN_RATE", default="120/hour"),
+    },
+    # Reverse proxies in front of the portal that set X-Forwarded-For (deploy/nginx.conf: 1). With 0 the
+    # client address is REMOTE_ADDR and X-Forwarded-For, which anyone can send, is ignored.
+    "NUM_PROXIES": env.int("TRUSTED_PROXY_COUNT", default=0),
 }
+
+# ---------------------------------------------------------------------------------------------
+# Login lockout and throttling (see apps/accounts/README.md). django-axes counts failed logins in
+# the database (shared by every web process); the throttles' counters live in the cache, which must
+# be shared by the web processes too: a file cache under DATA_DIR by default (one host), Redis
+# (CACHE_URL=redis://host:6379/1) when several hosts serve the portal.
+# ---------------------------------------------------------------------------------------------
+CACHES = {"default": env.cache("CACHE_URL", default=f"filecache://{DATA_DIR / 'cache'}")}
+INSTALLED_APPS.append("axes")
+# Last, so that it sees the answer of the login views.
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")
+# First: a locked-out username is refused before any password is checked (also for OIDC's backend).
+AUTHENTICATION_BACKENDS.insert(0, "apps.accounts.lockout.LoginLockoutBackend")
+# After LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, that pair is locked
+# out for LOGIN_LOCKOUT_MINUTES after the last failure; a success clears the count.
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = __import__("datetime").timedelta(minutes=env.float("LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Failures while locked out do not extend the lockout: the time the page announces stays true.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_CLIENT_IP_CALLABLE = "apps.accounts.lockout.client_ip"
+AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
+AXES_VERBOSE = False
 SPECTACULAR_SETTINGS = {
     "TITLE": "Belvedere API",
     "DESCRIPTION": (

@@ -71,6 +71,16 @@ def test_submit_refuse_and_wait(alice, world):
     assert [r["name"] for r in listed] == ["a-llm01-prod", "a-llm01-mlflow"]
 
 
+def test_a_trailing_newline_is_refused_not_stored(alice):
+    """Issue 16 item 7: "tracking\\n" was stored (201) because the patterns ended in "$" and used re.match."""
+    spec = request_spec(name="tracking\n", contacts=["jane.doe@example.org\n"],
+                        hostnames=["a-llm01-tracking\n.svc.alps.example.org"], blueprints=[])
+    refused = alice.post(URL, spec, format="json")
+    assert refused.status_code == 400, refused.content
+    assert {e["field"] for e in refused.json()["errors"]} >= {"name", "contacts.0", "hostnames.0"}
+    assert not NamespaceRequest.objects.exists()
+
+
 def test_a_request_for_an_existing_namespace_is_its_day_two_change(alice, world):
     request = NamespaceRequest.objects.get(pk=alice.post(URL, request_spec(), format="json").json()["id"])
     commit(request)

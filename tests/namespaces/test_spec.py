@@ -42,6 +42,12 @@ RULES = [
     ("name", "x" * 60, "name", "at most 55 after the prefix 'a-llm01-'"),
     ("name", "", "name", "required"),
     ("name", "mlflоw", "name", "lowercase letters"),  # a Cyrillic о
+    # Issue 16 item 7: whole names only, a trailing newline was accepted by re.match and "$"
+    ("name", "tracking\n", "name", "RFC 1123"),
+    ("team", "a-llm01\n", "team", "choose one of your teams"),
+    ("contacts.0", "jane.doe@example.org\n", "contacts.0", "an e-mail address"),
+    ("hostnames.0", "a-llm01-mlflow\n.svc.alps.example.org", "hostnames.0", "a name under the cluster's domain"),
+    ("quota.cpu.limits", "16\n\n16", "quota.cpu.limits", "not a Kubernetes quantity"),
     ("team", "A-LLM01", "team", "choose one of your teams"),
     ("environment", "production", "environment", "one of dev, staging, prod"),
     ("purpose", "", "purpose", "required"),

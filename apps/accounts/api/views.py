@@ -1,6 +1,9 @@
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, viewsets
+from rest_framework import generics, serializers, viewsets
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.throttling import ScopedRateThrottle
+
+from ..lockout import lockout_api_response
 
 from ..selectors import project_list_for_user
 from .serializers import MeSerializer, ProjectSerializer
@@ -28,4 +31,20 @@ class ProjectViewSet(viewsets.ReadOnlyModelViewSet):
 
 @extend_schema(tags=["accounts"])
 class TokenView(ObtainAuthToken):
-    """Exchange a username and password for the user's API token (created on first use)."""
+    """Exchange a username and password for the user's API token (created on first use).
+
+    Throttled per client address (429 with Retry-After), and after too many wrong passwords for one
+    username from one address that pair is locked out for a while, even with the right password:
+    429 whose ``detail`` says until when."""
+
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "login"
+
+    def post(self, request, *args, **kwargs):
+        try:
+            return super().post(request, *args, **kwargs)
+        except serializers.ValidationError:
+            # django-axes marks the request it was given (this DRF request) when the pair is locked out.
+            if getattr(request, "axes_locked_out", False):
+                return lockout_api_response(request, getattr(request, "axes_credentials", None))
+            raise

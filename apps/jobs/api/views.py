@@ -3,6 +3,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, generics, permissions, status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from ..authentication import JobTokenAuthentication, token_job
@@ -71,6 +72,7 @@ class JobTokenView(APIView):
     Code inside the job then uses ``Authorization: JobToken <key>`` to read and post data for that
     job only. Members of the job's account see the job but get 403 here: a token can write."""
 
+    throttle_classes = [ScopedRateThrottle]
     throttle_scope = "job_token"
 
     @extend_schema(request=None, responses={201: {"type": "object"}})
