@@ -281,6 +281,8 @@ SPECTACULAR_SETTINGS = {
         "VettingSeverityEnum": "apps.vetting.models.SEVERITY_CHOICES",
         "VettingRuleActionEnum": "apps.vetting.models.RULE_ACTION_CHOICES",
         "VettingNodeActionEnum": "apps.vetting.models.NODE_ACTION_CHOICES",
+        # node state, and an event's from/to state (the node detail and action answers show both)
+        "VettingNodeStateEnum": "apps.vetting.models.STATE_CHOICES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -11,6 +11,7 @@ from ..model import Topology
 from ..placement import UnknownNodesError
 from ..selectors import node_list, topology_current, topology_index_current, topology_revision_latest
 from ..services import topology_apply
+from .openapi import DiscoveryResponse, PlacementResponse
 from .serializers import (
     DiscoveryBatchSerializer,
     DiscoveryRecordSerializer,
@@ -70,7 +71,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 class PlacementView(APIView):
     """Placement metrics of a node set: span, fragmentation, per-group histogram, hop classes."""
 
-    @extend_schema(request=PlacementRequestSerializer, responses={200: {"type": "object"}})
+    @extend_schema(request=PlacementRequestSerializer, responses={200: PlacementResponse})
     def post(self, request):
         serializer = PlacementRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -102,7 +103,7 @@ class DiscoveryView(APIView):
 
     permission_classes = [CanSubmitDiscovery]
 
-    @extend_schema(request=DiscoveryRecordSerializer, responses={200: {"type": "object"}})
+    @extend_schema(request=DiscoveryRecordSerializer, responses={200: DiscoveryResponse})
     def post(self, request):
         batch = isinstance(request.data, dict) and "records" in request.data
         serializer = (DiscoveryBatchSerializer if batch else DiscoveryRecordSerializer)(data=request.data)
