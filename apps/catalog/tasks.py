@@ -2,9 +2,10 @@
 from celery import shared_task
 
 from apps.core.models import TaskRun
+from apps.core.tasks import IDEMPOTENT
 
 
-@shared_task(name="catalog.run_checks")
+@shared_task(name="catalog.run_checks", **IDEMPOTENT)
 def run_checks_task(product_pk: int) -> dict:
     """Freshness, coverage, gaps and schema drift of one product (idempotent: each run is one more history point)."""
     from .models import DataProduct
@@ -23,7 +24,7 @@ def run_checks_task(product_pk: int) -> dict:
     return {"product": product.name, "state": product.state, "checks": {r.kind: r.status for r in runs}}
 
 
-@shared_task(name="catalog.schedule_checks")
+@shared_task(name="catalog.schedule_checks", **IDEMPOTENT)
 def schedule_checks_task() -> list[str]:
     """Beat: queue the checks of every product whose next run is due."""
     from django.utils import timezone

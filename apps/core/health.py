@@ -62,15 +62,29 @@ def check_database() -> CheckResult:
     )
 
 
+_pending_ping: dict[str, tuple] = {}
+
+
 def check_broker_round_trip() -> CheckResult:
-    """Send ``core.ping`` through the broker and wait for a worker process to answer it."""
+    """Send ``core.ping`` through the broker and wait for a worker process to answer it.
+
+    While no worker runs, pings wait in the queue: each expires (``READYZ_PING_EXPIRES``), so a worker
+    that comes back discards them instead of running them, and a web process re-sends none while its
+    previous ping is still queued and unexpired; it waits on that one instead. So /readyz polled
+    every second during an outage leaves a few pings behind, not one per call."""
     from .tasks import ping_task
 
     timeout = settings.READYZ_BROKER_TIMEOUT
-    nonce = uuid.uuid4().hex
+    expires = max(settings.READYZ_PING_EXPIRES, timeout)
     started = time.perf_counter()
+    pending = _pending_ping.get(settings.READYZ_PING_QUEUE)
     try:
-        result = ping_task.apply_async(args=[nonce], queue=settings.READYZ_PING_QUEUE)
+        if pending and time.monotonic() - pending[2] < expires - timeout:
+            result, nonce, _sent = pending
+        else:
+            nonce = uuid.uuid4().hex
+            result = ping_task.apply_async(args=[nonce], queue=settings.READYZ_PING_QUEUE, expires=expires)
+            _pending_ping[settings.READYZ_PING_QUEUE] = (result, nonce, time.monotonic())
         answer = result.get(timeout=timeout, interval=0.05, propagate=True)
     except Exception as exc:
         name = exc.__class__.__name__
@@ -80,8 +94,10 @@ def check_broker_round_trip() -> CheckResult:
                 "`celery -A portal worker` (make run starts it for you)"
             )
         else:
+            _pending_ping.pop(settings.READYZ_PING_QUEUE, None)
             message = f"broker round-trip failed: {name}: {exc}"
         return CheckResult(STATUS_FAIL, message, {"broker": _broker_display()})
+    _pending_ping.pop(settings.READYZ_PING_QUEUE, None)
     round_trip_ms = round((time.perf_counter() - started) * 1000, 1)
     same_process = answer.get("pid") == os.getpid() and answer.get("hostname") == socket.gethostname()
     if answer.get("nonce") != nonce or same_process:

@@ -2,12 +2,13 @@
 from celery import shared_task
 
 from apps.core.models import TaskRun
+from apps.core.tasks import IDEMPOTENT
 
 from .models import Cluster, SyncModeChoices
 from .services import cluster_sync
 
 
-@shared_task(name="jobs.sync_cluster")
+@shared_task(name="jobs.sync_cluster", **IDEMPOTENT)
 def sync_cluster_task(cluster_id: int) -> dict:
     """Sync one cluster; the outcome is kept on the cluster and as a TaskRun for the staff page."""
     cluster = Cluster.objects.get(pk=cluster_id)
@@ -19,7 +20,7 @@ def sync_cluster_task(cluster_id: int) -> dict:
     return counts
 
 
-@shared_task(name="jobs.sync_clusters")
+@shared_task(name="jobs.sync_clusters", **IDEMPOTENT)
 def sync_clusters_task() -> list[int]:
     """Fan out one sync per enabled cluster that Belvedere reads (Slurm commands or slurmrestd)."""
     ids = list(Cluster.objects.filter(sync_enabled=True).exclude(sync_mode=SyncModeChoices.MODE_PUSH).values_list("pk", flat=True))

@@ -2,9 +2,10 @@
 from celery import shared_task
 
 from apps.core.models import TaskRun
+from apps.core.tasks import IDEMPOTENT
 
 
-@shared_task(name="namespaces.commit_request", bind=True, max_retries=5, default_retry_delay=30)
+@shared_task(name="namespaces.commit_request", bind=True, max_retries=5, default_retry_delay=30, **IDEMPOTENT)
 def commit_request_task(self, request_pk: int) -> dict:
     """Render an approved request into the GitOps repository (idempotent: no change, no commit)."""
     from .gitops import GitError
@@ -25,7 +26,7 @@ def commit_request_task(self, request_pk: int) -> dict:
     return {"request": request_pk, "status": request.status, "commit": request.commit}
 
 
-@shared_task(name="namespaces.refresh_status")
+@shared_task(name="namespaces.refresh_status", **IDEMPOTENT)
 def refresh_status_task(namespace_pk: int) -> dict:
     from .models import ManagedNamespace
     from .services import refresh_status
@@ -34,7 +35,7 @@ def refresh_status_task(namespace_pk: int) -> dict:
     return {"namespace": namespace.name, "state": namespace.state, "message": namespace.status_message}
 
 
-@shared_task(name="namespaces.refresh_statuses")
+@shared_task(name="namespaces.refresh_statuses", **IDEMPOTENT)
 def refresh_statuses_task() -> list[str]:
     """Beat: every namespace not archived gets its Argo CD status read; teardowns waiting on Argo CD move on."""
     from .models import ManagedNamespace, NamespaceState
@@ -50,7 +51,7 @@ def refresh_statuses_task() -> list[str]:
     return touched
 
 
-@shared_task(name="namespaces.teardown", bind=True, max_retries=5, default_retry_delay=60)
+@shared_task(name="namespaces.teardown", bind=True, max_retries=5, default_retry_delay=60, **IDEMPOTENT)
 def teardown_task(self, namespace_pk: int) -> dict:
     from .gitops import GitError
     from .models import ManagedNamespace

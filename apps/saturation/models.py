@@ -6,6 +6,10 @@ from .scoring import GpuModel
 
 
 class JobSaturationStatusChoices(models.TextChoices):
+    """The state of the *result* a record holds. A scoring in progress does not change it (see
+    ``JobSaturation.scoring_since``), so the previous score stays visible while the next is computed.
+    ``running`` is only read from rows written before that; the sweeper turns them into ``waiting``."""
+
     STATUS_WAITING = "waiting", "Waiting for telemetry"
     STATUS_RUNNING = "running", "Scoring"
     STATUS_READY = "ready", "Ready"
@@ -18,6 +22,10 @@ class JobSaturation(models.Model):
     status = models.CharField(max_length=20, choices=JobSaturationStatusChoices.choices,
                               default=JobSaturationStatusChoices.STATUS_WAITING)
     message = models.CharField(max_length=500, blank=True)
+    scoring_since = models.DateTimeField(null=True, blank=True,
+                                         help_text="When the scoring now in progress started; empty when none runs. The "
+                                                   "result fields keep the previous score meanwhile.")
+    scoring_task = models.CharField(max_length=255, blank=True, help_text="Celery id of the scoring in progress.")
     computed = models.DateTimeField(null=True, blank=True)
     score = models.FloatField(null=True, blank=True, help_text="0-100: mean over GPUs of the steady-state mean of S.")
     compute = models.FloatField(null=True, blank=True)

@@ -23,8 +23,19 @@ from .selectors import gpu_model_for_job
 from .stragglers import find_stragglers
 
 
-def product_path(job) -> Path:
-    return Path(settings.DATA_DIR) / "saturation-products" / job.cluster.name / f"{job.job_id}.npz"
+def product_path(job, version: str = "") -> Path:
+    """Where a job's product lives; each scoring writes a new version, so the record and the file it
+    names always belong together even when a scoring is killed between writing the file and the row."""
+    return Path(settings.DATA_DIR) / "saturation-products" / job.cluster.name / (
+        f"{job.job_id}.{version}.npz" if version else f"{job.job_id}.npz")
+
+
+def _remove_old_products(job, keep: set[str]) -> None:
+    """Products of the job other than the current and the previous one (which a reader may still hold)."""
+    folder = product_path(job).parent
+    for path in list(folder.glob(f"{job.job_id}.npz")) + list(folder.glob(f"{job.job_id}.*.npz")):
+        if str(path.relative_to(settings.DATA_DIR)) not in keep and ".tmp." not in path.name:
+            path.unlink(missing_ok=True)
 
 
 def _number(value, digits=4):
@@ -78,21 +89,46 @@ def _job_frames(job, start, end, step, report, read: dict):
         yield [means.rename(columns={"bucket": "ts", "mean": "value"}), reasons]
 
 
-def job_saturation_refresh(job, report=lambda done, message: None) -> JobSaturation:
-    """Score the job's steady state from its samples and find its stragglers; idempotent (each run
-    replaces the result). Store errors (TelemetryUnavailable) propagate so the task can retry."""
+def scoring_begin(job, task_id: str = "") -> JobSaturation:
+    """Mark the job as being scored without touching its result: the previous score stays readable."""
     record, _ = JobSaturation.objects.get_or_create(job=job)
+    record.scoring_since, record.scoring_task = timezone.now(), task_id[:255]
+    record.save(update_fields=["scoring_since", "scoring_task"])
+    return record
+
+
+def scoring_failed(job, reason: str, *, final: bool) -> JobSaturation:
+    """A scoring that did not finish: a previous score stays (with the reason next to it); a job
+    without one says why it has none, ``failed`` when no retry follows."""
+    record, _ = JobSaturation.objects.get_or_create(job=job)
+    record.scoring_since, record.scoring_task = None, ""
+    if record.status == Status.STATUS_READY:
+        when = f"{record.computed:%Y-%m-%d %H:%M} UTC" if record.computed else "an earlier scoring"
+        record.message = f"the last scoring did not finish ({reason}); this score is from {when}"[:500]
+    else:
+        record.status = Status.STATUS_FAILED if final else Status.STATUS_WAITING
+        record.message = reason[:500]
+    record.save(update_fields=["scoring_since", "scoring_task", "status", "message"])
+    return record
+
+
+def job_saturation_refresh(job, report=lambda done, message: None, task_id: str = "") -> JobSaturation:
+    """Score the job's steady state from its samples and find its stragglers; idempotent (each run
+    replaces the result). Store errors (TelemetryUnavailable) propagate so the task can retry.
+
+    While it runs the record keeps its previous result and says since when a scoring runs
+    (``scoring_since``); the new result replaces the old one in one save at the end."""
+    record = scoring_begin(job, task_id)
     window = job_window(job)
     if window is None or not job.node_list:
         record.status, record.message = Status.STATUS_WAITING, "the job has not started on any node yet"
+        record.scoring_since, record.scoring_task = None, ""
         record.save()
         return record
     start, end = window
     step = scoring_step((end - start).total_seconds())
     model = gpu_model_for_job(job)
-    record.status, record.message = Status.STATUS_RUNNING, f"reading {len(job.node_list)} nodes at {step} s buckets"
-    record.save()
-    report(5, record.message)
+    report(5, f"reading {len(job.node_list)} nodes at {step} s buckets")
     record.window_start, record.window_end = start, end
     read = {"samples": 0}
     try:
@@ -104,6 +140,7 @@ def job_saturation_refresh(job, report=lambda done, message: None) -> JobSaturat
         record.status, record.message = Status.STATUS_EMPTY, "no telemetry for this job's nodes and run time"
         record.score = None
         record.computed = timezone.now()
+        record.scoring_since, record.scoring_task = None, ""
         record.save()
         return record
     report(80, "scored; looking for stragglers")
@@ -129,7 +166,8 @@ def job_saturation_refresh(job, report=lambda done, message: None) -> JobSaturat
             for g in per_gpu:
                 if g["host"] == item["host"]:
                     g["straggler"] = item["signal"]
-    path = product_path(job)
+    previous_product = record.product
+    path = product_path(job, timezone.now().strftime("%Y%m%dT%H%M%S%f"))
     cube.save(path)
     record.status, record.message = Status.STATUS_READY, ""
     record.score = _number(summary.score, 1)
@@ -146,7 +184,9 @@ def job_saturation_refresh(job, report=lambda done, message: None) -> JobSaturat
     record.product = str(path.relative_to(settings.DATA_DIR))
     record.gpu_model, record.step_seconds = model.name, step
     record.computed = timezone.now()
+    record.scoring_since, record.scoring_task = None, ""
     record.save()
+    _remove_old_products(job, {record.product, previous_product})
     report(100, f"score {record.score} from {len(per_gpu)} GPUs, {len(stragglers)} straggler finding(s)")
     return record
 

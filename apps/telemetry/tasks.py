@@ -7,13 +7,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.core.models import TaskRun
+from apps.core.tasks import IDEMPOTENT
 
 from .backends.base import TelemetryUnavailable
 from .models import JobTelemetry, JobTelemetryStatusChoices as Status
 
 
 @shared_task(name="telemetry.materialize_job", bind=True, autoretry_for=(TelemetryUnavailable,),
-             retry_backoff=30, retry_backoff_max=600, retry_jitter=True, max_retries=5)
+             retry_backoff=30, retry_backoff_max=600, retry_jitter=True, max_retries=5, **IDEMPOTENT)
 def materialize_job_task(self, job_pk: int) -> dict:
     """Build one job's telemetry cube; progress in a TaskRun, state on the job's JobTelemetry."""
     from apps.jobs.models import Job
@@ -35,7 +36,7 @@ def materialize_job_task(self, job_pk: int) -> dict:
     return {"job": job_pk, "status": record.status, "samples": record.samples}
 
 
-@shared_task(name="telemetry.materialize_recent_jobs")
+@shared_task(name="telemetry.materialize_recent_jobs", **IDEMPOTENT)
 def materialize_recent_jobs_task() -> list[int]:
     """Refresh running jobs whose product is older than the refresh period, and ended jobs whose
     product does not yet reach their end."""
@@ -60,7 +61,9 @@ def materialize_recent_jobs_task() -> list[int]:
     return ids
 
 
-@shared_task(name="telemetry.read_dcgm_live")
+# Not redelivered (acks early): a live sample is worth nothing late, and beat sends the next one
+# within a minute; the message expires rather than pile up while no worker runs.
+@shared_task(name="telemetry.read_dcgm_live", expires=60)
 def read_dcgm_live_task(job_pk: int) -> dict:
     """Sample the DCGM host engines of a running job's nodes (when TELEMETRY_DCGM_PORT is set) and
     store what they say; nodes that cannot be read are listed in the TaskRun, the rest still count."""
@@ -97,7 +100,7 @@ def read_dcgm_live_task(job_pk: int) -> dict:
     return {"job": job_pk, "samples": 0 if frame is None else len(frame), "failed": failures}
 
 
-@shared_task(name="telemetry.read_dcgm_live_running")
+@shared_task(name="telemetry.read_dcgm_live_running", **IDEMPOTENT)
 def read_dcgm_live_running_task() -> list[int]:
     """Fan out one live DCGM read per running job (only when TELEMETRY_DCGM_PORT is set)."""
     from apps.jobs.models import Job

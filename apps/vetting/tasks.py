@@ -2,9 +2,10 @@
 from celery import shared_task
 
 from apps.core.models import TaskRun
+from apps.core.tasks import IDEMPOTENT
 
 
-@shared_task(name="vetting.evaluate_run", bind=True, max_retries=3, default_retry_delay=30)
+@shared_task(name="vetting.evaluate_run", bind=True, max_retries=3, default_retry_delay=30, **IDEMPOTENT)
 def evaluate_run_task(self, run_pk: int) -> dict:
     """The rules over the nodes of one stored run (and their switches). Idempotent."""
     from .models import VettingRun
@@ -26,7 +27,7 @@ def evaluate_run_task(self, run_pk: int) -> dict:
     return {"run": run_pk, **outcome}
 
 
-@shared_task(name="vetting.evaluate_rules")
+@shared_task(name="vetting.evaluate_rules", **IDEMPOTENT)
 def evaluate_rules_task() -> dict:
     """Every enabled rule over every node (beat, every VETTING_RULES_SECONDS): windows move with time."""
     from .services import rules_evaluate

@@ -299,6 +299,13 @@ BROKER_DIR = DATA_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem"):
     for _folder in ("queue", "control"):
         (BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
+# Redis keeps each delivered, not yet acknowledged message and gives it to another worker when it
+# is older than this: longer than any task may run (time limit) plus the longest retry countdown, or
+# a running task would be delivered twice. (The filesystem broker has no such timeout: a message a
+# lost worker process held comes back through its parent's reject, one a lost worker held is gone
+# and the sweepers re-queue its work.)
+BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT",
+                                    default=env.int("CELERY_TASK_TIME_LIMIT", default=30 * 60) + 15 * 60)
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {
         "data_folder_in": str(BROKER_DIR / "queue"),
@@ -309,8 +316,18 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "polling_interval": 0.1,
     }
     if CELERY_BROKER_URL.startswith("filesystem")
-    else {}
+    else {
+        "visibility_timeout": BROKER_VISIBILITY_TIMEOUT,
+        # How often a worker looks for such messages (seconds between sweeps x sweeps per scan).
+        "unacked_restore_interval": env.int("CELERY_UNACKED_RESTORE_INTERVAL", default=10),
+        "unacked_restore_throttle": env.int("CELERY_UNACKED_RESTORE_THROTTLE", default=10),
+    }
 )
+# Idempotent tasks are acknowledged after they ran (apps/core/tasks.IDEMPOTENT): each worker
+# process reserves one message at a time, so a message is never parked behind a busy or dead
+# process, and a process is replaced after this many tasks (bounds leaks in long-lived children).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_MAX_TASKS_PER_CHILD = env.int("CELERY_WORKER_MAX_TASKS_PER_CHILD", default=200)
 CELERY_RESULT_BACKEND = "django-db"
 CELERY_RESULT_EXTENDED = True
 CELERY_CACHE_BACKEND = "django-cache"
@@ -326,8 +343,16 @@ CELERY_WORKER_SEND_TASK_EVENTS = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 BEAT_HEARTBEAT_SECONDS = env.int("BELVEDERE_BEAT_HEARTBEAT_SECONDS", default=30)
+# A task "running" with no progress for this long lost its worker (longer than the time limit and,
+# on Redis, than the redelivery of an unacknowledged message): the sweepers end it with a reason.
+TASK_STALE_SECONDS = env.int("TASK_STALE_SECONDS", default=CELERY_TASK_TIME_LIMIT + 300 + (
+    0 if CELERY_BROKER_URL.startswith("filesystem") else BROKER_VISIBILITY_TIMEOUT + 300))
+SWEEP_SECONDS = env.int("BELVEDERE_SWEEP_SECONDS", default=300)
 CELERY_BEAT_SCHEDULE = {
-    "core.beat_heartbeat": {"task": "core.beat_heartbeat", "schedule": float(BEAT_HEARTBEAT_SECONDS)},
+    "core.beat_heartbeat": {"task": "core.beat_heartbeat", "schedule": float(BEAT_HEARTBEAT_SECONDS),
+                            "options": {"expires": float(BEAT_HEARTBEAT_SECONDS)}},
+    "core.sweep_stale_runs": {"task": "core.sweep_stale_runs", "schedule": float(SWEEP_SECONDS)},
+    "saturation.sweep_stale_scoring": {"task": "saturation.sweep_stale_scoring", "schedule": float(SWEEP_SECONDS)},
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -338,6 +363,8 @@ READYZ_BROKER_TIMEOUT = env.float("READYZ_BROKER_TIMEOUT", default=5.0)
 READYZ_CACHE_SECONDS = env.float("READYZ_CACHE_SECONDS", default=2.0)
 # Queue the readiness ping goes to: one that every worker consumes.
 READYZ_PING_QUEUE = env("READYZ_PING_QUEUE", default="celery")
+# A ping nobody answered is dropped by the worker that finds it this many seconds after it was sent.
+READYZ_PING_EXPIRES = env.float("READYZ_PING_EXPIRES", default=60.0)
 
 # ---------------------------------------------------------------------------------------------
 # Telemetry store (see apps/telemetry/README.md). Shaped like Django's STORAGES: one alias per

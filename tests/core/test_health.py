@@ -78,3 +78,24 @@ def test_beat_heartbeat_travels_beat_broker_worker_database(client, celery_worke
     assert heartbeat.details["worker_pid"] == celery_worker_process.pid
     beat_check = client.get("/readyz").json()["checks"]["beat"]
     assert beat_check["status"] == "ok"
+
+
+@pytest.mark.django_db
+def test_readyz_without_a_worker_leaves_one_expiring_ping_queued_not_one_per_call(client, settings):
+    """Issue 16 item 4: each /readyz call while no worker ran left a ``core.ping`` queued for ever."""
+    import uuid
+
+    from kombu import Connection
+
+    settings.READYZ_PING_QUEUE = f"nobody-consumes-{uuid.uuid4().hex[:8]}"
+    settings.READYZ_BROKER_TIMEOUT = 0.2
+    for _ in range(4):
+        assert client.get("/readyz").status_code == 503
+    with Connection(settings.CELERY_BROKER_URL, transport_options=settings.CELERY_BROKER_TRANSPORT_OPTIONS) as connection:
+        channel = connection.default_channel
+        messages = []
+        while (message := channel.basic_get(settings.READYZ_PING_QUEUE, no_ack=True)) is not None:
+            messages.append(message)
+    assert len(messages) == 1
+    # A worker that comes back later drops it instead of answering a caller long gone.
+    assert messages[0].headers["task"] == "core.ping" and messages[0].headers["expires"]

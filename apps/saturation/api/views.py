@@ -28,6 +28,8 @@ def _record(request, cluster, job_id) -> JobSaturation:
     record = JobSaturation.objects.filter(job=job).first()
     if record is None or record.status != "ready":
         state = record.get_status_display() if record else "not scored yet"
+        if record and record.scoring_since:
+            state += f"; scoring since {record.scoring_since:%Y-%m-%d %H:%M:%S} UTC"
         raise InputError(f"no saturation result for this job: {state}" + (f" ({record.message})" if record and record.message else ""),
                          status_code=404)
     return record
@@ -61,6 +63,8 @@ class SaturationView(APIView):
             "energy_j": record.energy_j, "energy_low_saturation_j": record.energy_low_j,
             "gpu_model": record.gpu_model, "step_seconds": record.step_seconds,
             "computed": record.computed, "per_gpu": record.per_gpu,
+            # A scoring in progress (or one that did not finish) leaves this result in place.
+            "scoring_since": record.scoring_since, "message": record.message,
         })
 
 
