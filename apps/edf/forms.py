@@ -30,3 +30,21 @@ class EdfSaveForm(forms.Form):
         if name.endswith(".toml"):
             raise forms.ValidationError("Leave out '.toml': srun --environment=NAME adds it.")
         return name
+
+
+# The largest number a version column can hold (a PostgreSQL integer is smaller than what a URL can say).
+MAX_VERSION = 2**31 - 1
+
+
+class VersionsForm(forms.Form):
+    """``?from=`` and ``?to=`` of the history page and ``?version=`` of a download: version numbers or nothing."""
+
+    version = forms.IntegerField(min_value=1, max_value=MAX_VERSION, required=False)
+    to = forms.IntegerField(min_value=1, max_value=MAX_VERSION, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["from"] = forms.IntegerField(min_value=1, max_value=MAX_VERSION, required=False)
+
+    def problems(self) -> list[str]:
+        return [f"{field}: {' '.join(errors)}" for field, errors in self.errors.items()]

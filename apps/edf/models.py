@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from apps.core.models import TimeStampedModel
 
 edf_name_validator = RegexValidator(
-    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+    r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z",  # \Z: "$" would accept a trailing newline
     _("An EDF name as srun --environment=NAME reads it: letters, digits, '_', '.', '-', at most 64 characters, "
       "no '.toml'."),
 )

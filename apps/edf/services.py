@@ -20,6 +20,22 @@ def _check_text(text: str) -> None:
         raise ValidationError({"text": "The EDF contains a NUL character; it is not a text file."})
 
 
+class EdfGone(Exception):
+    """The EDF was deleted (by a concurrent request) after the caller found it; nothing was written."""
+
+    def __init__(self, document: EdfDocument):
+        super().__init__(f"The EDF {document.name} was deleted while this change was being saved; nothing was written.")
+
+
+def _locked(document: EdfDocument) -> EdfDocument:
+    """The document's row, locked until the transaction ends; EdfGone if it was deleted meanwhile (a DELETE
+    that won the race), so a change never lands half-written on a document that no longer exists."""
+    locked = EdfDocument.objects.select_for_update().filter(pk=document.pk).first()
+    if locked is None:
+        raise EdfGone(document)
+    return locked
+
+
 def _append_version(document: EdfDocument, text: str, note: str, user) -> EdfVersion:
     result = validate(text, base_environments=edf_base_texts(user, document.owner), name=document.name)
     number = (document.versions.select_for_update().aggregate(top=Max("number"))["top"] or 0) + 1
@@ -51,7 +67,7 @@ def edf_update(user, document: EdfDocument, *, text: str | None = None, descript
     """Save new text (a new version, unless it is unchanged) and/or a new description."""
     if document.owner_id != user.pk:
         raise PermissionDenied("Only the owner may change this EDF; copy it to your own EDFs instead.")
-    document = EdfDocument.objects.select_for_update().get(pk=document.pk)
+    document = _locked(document)
     if description is not None:
         document.description = description[:500]
         document.save(update_fields=["description", "modified"])
@@ -70,6 +86,7 @@ def edf_share(user, document: EdfDocument, slurm_accounts: list[str]) -> list[st
     """Share with exactly these projects; the owner must be a member of each (staff: any)."""
     if document.owner_id != user.pk:
         raise PermissionDenied("Only the owner may share this EDF.")
+    _locked(document)  # the caller's instance stays the one changed: its prefetched projects are refreshed by set()
     wanted = set(slurm_accounts)
     projects = Project.objects.filter(slurm_account__in=wanted)
     if not user.is_staff:
@@ -84,13 +101,17 @@ def edf_share(user, document: EdfDocument, slurm_accounts: list[str]) -> list[st
 
 @transaction.atomic
 def edf_restore(user, document: EdfDocument, number: int) -> EdfVersion | None:
+    if document.owner_id != user.pk:
+        raise PermissionDenied("Only the owner may change this EDF; copy it to your own EDFs instead.")
+    document = _locked(document)
     version = document.versions.filter(number=number).first()
     if version is None:
         raise ValidationError({"version": f"There is no version {number}."})
     return edf_update(user, document, text=version.text, note=f"restored version {number}")
 
 
+@transaction.atomic
 def edf_delete(user, document: EdfDocument) -> None:
     if document.owner_id != user.pk:
         raise PermissionDenied("Only the owner may delete this EDF.")
-    document.delete()
+    _locked(document).delete()

@@ -14,7 +14,7 @@ from django.views.generic import TemplateView
 from apps.accounts.selectors import project_list_for_user
 
 from . import services
-from .forms import EdfSaveForm
+from .forms import EdfSaveForm, VersionsForm
 from .library import TEMPLATES
 from .schema import edf_json_schema
 from .selectors import edf_can_edit, edf_get_for_user, edf_list_for_user, edf_version
@@ -40,6 +40,10 @@ def _document_or_404(request, owner, name):
     if document is None:
         raise Http404("No such EDF, or it is not shared with you.")
     return document
+
+
+def _gone(exc: services.EdfGone):
+    return Http404(str(exc))
 
 
 class EdfEditorView(TemplateView):
@@ -107,6 +111,12 @@ class EdfEditorView(TemplateView):
             return self.render_to_response(self.get_context_data(form=form), status=400)
         data = form.cleaned_data
         try:
+            return self._save(request, document, form, data)
+        except services.EdfGone as exc:
+            raise _gone(exc) from exc
+
+    def _save(self, request, document, form, data):
+        try:
             if document is not None and edf_can_edit(request.user, document):
                 version = services.edf_update(request.user, document, text=data["text"],
                                               description=data["description"], note=data["note"])
@@ -128,21 +138,31 @@ class EdfEditorView(TemplateView):
 
 
 class EdfHistoryView(TemplateView):
+    """Versions and the diff between two of them (``?from=N&to=M``); a number that is not one is a 400 that
+    says which, with the page showing the latest change instead."""
+
     template_name = "edf/history.html"
+
+    def get(self, request, *args, **kwargs):
+        context = self.get_context_data(**kwargs)
+        return self.render_to_response(context, status=400 if context["param_errors"] else 200)
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         document = _document_or_404(self.request, kwargs["owner"], kwargs["name"])
         versions = list(document.versions.order_by("-number").select_related("created_by"))
         latest = versions[0]
+        params = VersionsForm(self.request.GET)
+        chosen = params.cleaned_data if params.is_valid() else {}
 
         def number(key, default):
-            value = self.request.GET.get(key, "")
-            return int(value) if value.isdigit() else default
+            value = chosen.get(key)
+            return default if value is None else value
 
         to_version = edf_version(document, number("to", latest.number)) or latest
         from_version = edf_version(document, number("from", max(to_version.number - 1, 1))) or versions[-1]
         context.update(
+            param_errors=params.problems(),
             document=document, versions=versions, from_version=from_version, to_version=to_version,
             can_edit=edf_can_edit(self.request.user, document),
             diff=unified_diff(from_version.text, to_version.text, f"v{from_version.number}", f"v{to_version.number}"),
@@ -158,6 +178,8 @@ class EdfRestoreView(View):
             version = services.edf_restore(request.user, document, number)
         except PermissionDenied:
             raise
+        except services.EdfGone as exc:
+            raise _gone(exc) from exc
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
             return redirect("edf:history", owner=owner, name=name)
@@ -169,7 +191,10 @@ class EdfRestoreView(View):
 class EdfDeleteView(View):
     def post(self, request, owner, name):
         document = _document_or_404(request, owner, name)
-        services.edf_delete(request.user, document)
+        try:
+            services.edf_delete(request.user, document)
+        except services.EdfGone as exc:
+            raise _gone(exc) from exc
         messages.success(request, f"Deleted {name} and its history.")
         return redirect("edf:index")
 
@@ -177,8 +202,10 @@ class EdfDeleteView(View):
 class EdfDownloadView(View):
     def get(self, request, owner, name):
         document = _document_or_404(request, owner, name)
-        number = request.GET.get("version", "")
-        version = edf_version(document, int(number) if number.isdigit() else None)
+        params = VersionsForm(request.GET)
+        if not params.is_valid():
+            return HttpResponse(" ".join(params.problems()) + "\n", status=400, content_type="text/plain; charset=utf-8")
+        version = edf_version(document, params.cleaned_data["version"])
         if version is None:
             raise Http404("No such version.")
         response = HttpResponse(version.text, content_type="application/toml; charset=utf-8")

@@ -190,6 +190,7 @@ def test_api_create_update_and_conflicts(world, api_client):
     ({"name": "ok", "text": "x" * 1_000_001}, "text"),
     ({"name": "ok", "text": "image = \"a\"\x00"}, "text"),
     ({"text": TEXT_V1}, "name"),
+    ({"name": "train\n", "text": TEXT_V1}, "name"),  # issue 16 item 7: "$" let a trailing newline through
 ])
 def test_api_rejects_bad_input_with_the_field_and_stores_nothing(body, field, world, api_client):
     api_client.force_authenticate(world["users"]["member"])
@@ -239,3 +240,87 @@ def test_index_lists_own_and_shared(world, client):
     client.force_login(world["users"]["member"])
     page = client.get("/edf/").content.decode()
     assert "/edf/olive/train/" in page and "/edf/olive/private/" not in page
+
+
+@pytest.mark.parametrize("suffix, field", [
+    ("diff/?to=%C2%B2", "to"),
+    ("diff/?from=%C2%B2", "from"),
+    ("diff/?to=6760759693754570375168", "to"),
+    ("diff/?from=-1", "from"),
+    ("download/?version=%C2%B2", "version"),
+    ("download/?version=abc", "version"),
+    ("download/?version=6760759693754570375168", "version"),
+])
+def test_bad_version_numbers_are_400s_naming_the_parameter(suffix, field, world, api_client):
+    """Issue 16 item 6: int('²') after isdigit() (download) and int() on ?to= (diff) answered 500."""
+    api_client.force_authenticate(world["users"]["owner"])
+    response = api_client.get(f"/api/v1/edf/documents/olive/train/{suffix}")
+    assert response.status_code == 400, response.content
+    assert [error["field"] for error in response.json()["errors"]] == [field]
+    assert api_client.get("/api/v1/edf/documents/olive/train/download/?version=9").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("method", ["patch", "put", "delete"])
+def test_a_document_deleted_between_lookup_and_lock_is_a_404_and_nothing_is_written(method, make_user, api_client):
+    """Issue 16 item 10: PATCH (or sharing) of an EDF that a concurrent DELETE removed after the view found it
+    raised DoesNotExist in select_for_update (500). The DELETE is committed by another thread, on its own
+    database connection, at the moment this request starts its write: after the lookup, before the lock."""
+    import threading
+
+    from django.db import connection, connections
+
+    owner = make_user("olive", accounts=["a-llm01"])
+    document = edf_create(owner, name="train", text=TEXT_V1)
+    pk = document.pk
+    state = {"deleted": False}
+
+    def concurrent_delete():
+        try:
+            EdfDocument.objects.filter(pk=pk).delete()
+        finally:
+            connections.close_all()
+
+    def delete_before_lock(execute, sql, params, many, context):
+        head = sql.lstrip().upper()
+        if not state["deleted"] and (head.startswith("BEGIN") or
+                                     (head.startswith("SELECT") and 'WHERE "edf_edfdocument"."id" = %s' in sql)):
+            state["deleted"] = True
+            other = threading.Thread(target=concurrent_delete)
+            other.start()
+            other.join()
+        return execute(sql, params, many, context)
+
+    api_client.force_authenticate(owner)
+    url = "/api/v1/edf/documents/olive/train/"
+    with connection.execute_wrapper(delete_before_lock):
+        if method == "patch":
+            response = api_client.patch(url, {"text": TEXT_V2, "description": "new", "note": "x"}, format="json")
+        elif method == "put":
+            response = api_client.put(url + "sharing/", {"projects": ["a-llm01"]}, format="json")
+        else:
+            response = api_client.delete(url)
+    assert state["deleted"]
+    assert response.status_code == 404, response.content
+    assert "was deleted while this change was being saved; nothing was written" in response.json()["detail"]
+    assert not EdfDocument.objects.filter(pk=pk).exists() and not EdfVersion.objects.filter(document_id=pk).exists()
+
+
+@pytest.mark.parametrize("query, field", [("to=%C2%B2", "to"), ("from=%C2%B2", "from"), ("to=6760759693754570375168", "to"),
+                                          ("from=0", "from")])
+def test_history_page_names_a_bad_version_number_with_a_400(query, field, world, client):
+    """Issue 16 item 6: the history page's ?to=² passed isdigit() and int() raised (500)."""
+    client.force_login(world["users"]["owner"])
+    response = client.get(f"/edf/olive/train/history/?{query}")
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert f"<p>{field}: " in page and "v1 → v2" in page  # the latest change is shown instead
+    assert client.get("/edf/olive/train/history/?from=1&to=2").status_code == 200
+
+
+@pytest.mark.parametrize("query", ["version=%C2%B2", "version=abc", "version=6760759693754570375168"])
+def test_download_page_names_a_bad_version_with_a_400(query, world, client):
+    client.force_login(world["users"]["owner"])
+    response = client.get(f"/edf/olive/train/download/?{query}")
+    assert response.status_code == 400 and response.content.decode().startswith("version: ")
+    assert client.get("/edf/olive/train/download/?version=1").content.decode() == TEXT_V1

@@ -72,7 +72,7 @@ class EdfDocumentSerializer(serializers.ModelSerializer):
 
 
 class EdfCreateSerializer(serializers.Serializer):
-    name = StrictCharField(max_length=64, validators=[edf_name_validator])
+    name = StrictCharField(max_length=64, validators=[edf_name_validator], trim_whitespace=False)  # "train\n" is refused
     text = StrictCharField(max_length=MAX_EDF_CHARS, allow_blank=True, trim_whitespace=False)
     description = StrictCharField(max_length=500, required=False, allow_blank=True, default="")
     note = StrictCharField(max_length=200, required=False, allow_blank=True, default="")

@@ -1,9 +1,12 @@
 from django.contrib.auth import get_user_model
 from django.http import Http404, HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, status
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from apps.core.api.params import BIGINT_MAX, QueryIntegerField, parse_query
 
 from .. import services
 from ..selectors import edf_base_texts, edf_get_for_user, edf_list_for_user, edf_version
@@ -48,6 +51,31 @@ def _document_or_404(request, owner, name):
     return document
 
 
+def _write(change, *args, **kwargs):
+    """Run a service that changes a document; a document deleted meanwhile is a 404 that says so."""
+    try:
+        return change(*args, **kwargs)
+    except services.EdfGone as exc:
+        raise NotFound(str(exc)) from exc
+
+
+def _version_field(**kwargs):
+    return QueryIntegerField(min_value=1, max_value=BIGINT_MAX, required=False, help_text="A version number (1, 2, ...).",
+                             **kwargs)
+
+
+class DiffParams(serializers.Serializer):
+    # "from" is a Python keyword: declared through fields below
+    to = _version_field()
+
+    def get_fields(self):
+        return {**super().get_fields(), "from": _version_field()}
+
+
+class DownloadParams(serializers.Serializer):
+    version = _version_field()
+
+
 class EdfListView(generics.ListCreateAPIView):
     """Saved EDFs you may read (yours, those shared with your projects; all for staff); POST saves a new one."""
 
@@ -78,13 +106,13 @@ class EdfDetailView(APIView):
         document = _document_or_404(request, owner, name)
         serializer = EdfUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        services.edf_update(request.user, document, **serializer.validated_data)
+        _write(services.edf_update, request.user, document, **serializer.validated_data)
         document.refresh_from_db()
         return Response(EdfDocumentSerializer(document, context={"request": request}).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, owner, name):
-        services.edf_delete(request.user, _document_or_404(request, owner, name))
+        _write(services.edf_delete, request.user, _document_or_404(request, owner, name))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -105,24 +133,20 @@ class EdfShareView(APIView):
         document = _document_or_404(request, owner, name)
         serializer = EdfShareSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        services.edf_share(request.user, document, serializer.validated_data["projects"])
+        _write(services.edf_share, request.user, document, serializer.validated_data["projects"])
         return Response(EdfDocumentSerializer(document, context={"request": request}).data)
 
 
 class EdfDiffView(APIView):
     """Unified diff between two versions (default: the previous and the latest)."""
 
-    @extend_schema(parameters=[OpenApiParameter("from", int), OpenApiParameter("to", int)],
-                   responses={(200, "text/x-diff"): str})
+    @extend_schema(parameters=[DiffParams], responses={(200, "text/x-diff"): str})
     def get(self, request, owner, name):
         document = _document_or_404(request, owner, name)
+        params = parse_query(request, DiffParams)
         latest = edf_version(document)
-        try:
-            to_number = int(request.query_params.get("to", latest.number))
-            from_number = int(request.query_params.get("from", max(to_number - 1, 1)))
-        except ValueError:
-            return Response({"detail": "from and to are version numbers.",
-                             "errors": [{"field": "from", "line": None, "message": "not a number"}]}, status=400)
+        to_number = params.get("to", latest.number)
+        from_number = params.get("from", max(to_number - 1, 1))
         old, new = edf_version(document, from_number), edf_version(document, to_number)
         if old is None or new is None:
             raise Http404
@@ -133,11 +157,10 @@ class EdfDiffView(APIView):
 class EdfDownloadView(APIView):
     """The EDF as a .toml file (latest, or ?version=N), for ${HOME}/.edf. Works with an API token."""
 
-    @extend_schema(parameters=[OpenApiParameter("version", int)], responses={(200, "application/toml"): str})
+    @extend_schema(parameters=[DownloadParams], responses={(200, "application/toml"): str})
     def get(self, request, owner, name):
         document = _document_or_404(request, owner, name)
-        number = request.query_params.get("version")
-        version = edf_version(document, int(number) if number and number.isdigit() else None)
+        version = edf_version(document, parse_query(request, DownloadParams).get("version"))
         if version is None:
             raise Http404
         response = HttpResponse(version.text, content_type="application/toml; charset=utf-8")
