@@ -138,3 +138,41 @@ def test_sigkill_mid_scoring_is_redelivered_done_once_and_the_old_score_stays_vi
     body = api_client.get(url).json()
     assert body["job_score"] == record.score and body["scoring_since"] is None
     assert Path(settings.DATA_DIR, record.product).exists()
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_killing_both_pool_children_does_not_wedge_the_worker(start_service, tmp_path):
+    """Issue 16 item 3: "killing both pool children wedged the worker (it kept taking tasks, ran none)".
+    Both children are killed mid-task with more tasks queued: the worker replaces them, runs the two
+    killed tasks again and the queued ones once each, and still answers a ping."""
+    from apps.core.models import TaskRun
+    from apps.core.tasks import ping_task
+    from apps.jobs.models import Cluster, Job
+    from apps.saturation.tasks import score_job_task
+
+    cluster = Cluster.objects.create(name=f"wedge{uuid.uuid4().hex[:6]}")
+    now = timezone.now()
+    jobs = [Job.objects.create(cluster=cluster, job_id=n, user_name="a", account="a", state="RUNNING", submit_time=now,
+                               start_time=now - timedelta(minutes=5), node_list=["nid009999"]) for n in range(1, 7)]
+    hold_dir = tmp_path / "hold"
+    hold_dir.mkdir()
+    (hold_dir / f"{TASK}.hold").touch()
+    queue = f"wedge-{uuid.uuid4().hex[:8]}"
+    worker = start_service("wedge-worker", ["-m", "celery", "-A", "portal", "worker", "--pool=prefork", "--concurrency=2", "-Q",
+                                            queue, "--without-mingle", "--without-gossip", "--loglevel=INFO",
+                                            f"--hostname={queue}@%h"], " ready.", BELVEDERE_TEST_HOLD_DIR=str(hold_dir))
+    for job in jobs:
+        score_job_task.apply_async(args=[job.pk], queue=queue)
+    children = wait_for(lambda: started_pids(hold_dir)[:2] if len(started_pids(hold_dir)) >= 2 else None,
+                        "both children to hold a task", [worker.log_text])
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: len(started_pids(hold_dir)) >= 4, "the replaced children to run the killed tasks again", [worker.log_text])
+    (hold_dir / f"{TASK}.hold").unlink()
+    assert ping_task.apply_async(args=["after"], queue=queue).get(timeout=60)["nonce"] == "after"
+    subjects = [f"job {cluster.name}/{job.job_id}" for job in jobs]
+    runs = TaskRun.objects.filter(name=TASK, subject__in=subjects)
+    wait_for(lambda: runs.filter(status="succeeded").count() == 6, "every job to be scored", [worker.log_text])
+    time.sleep(2)
+    assert sorted(runs.filter(status="succeeded").values_list("subject", flat=True)) == sorted(subjects)
