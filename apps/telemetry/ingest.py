@@ -7,11 +7,14 @@ NDJSON) and what is wrong; good rows are kept. Plain Python: no Django.
 """
 from __future__ import annotations
 
+import codecs
 import gzip
+import itertools
 import json
 import math
 import re
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -51,51 +54,364 @@ class ParsedBatch:
         return self.rows - len(self.frame)
 
 
-def decompress(body: bytes, encoding: str | None, *, limit: int) -> bytes:
-    """The body, gunzipped when it says so (Content-Encoding or the gzip magic), never more than
-    ``limit`` bytes unpacked (a small bomb must not fill the memory)."""
-    if (encoding or "").lower() in ("gzip", "x-gzip") or body[:2] == b"\x1f\x8b":
-        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+# Limits of the streaming reader (the portal's settings pass their own; these are the defaults).
+MAX_DEPTH = 32  # a sample is an object in an array in {"samples": [...]}: depth 3
+MAX_LINE_BYTES = 64 * 1024  # one NDJSON sample is ~150 bytes
+MAX_KEPT_ERRORS = 1000  # per-row errors kept per batch (all are counted)
+RATIO_GRACE_BYTES = 128 * 1024  # the compression ratio is judged once this much has been unpacked
+INFLATE_PIECE = 64 * 1024
+
+
+class BatchTooLarge(BatchError):
+    """The body is (or unpacks to) more than the portal accepts in one request: a 413."""
+
+
+def _is_gzip(body: bytes, encoding: str | None) -> bool:
+    return (encoding or "").lower() in ("gzip", "x-gzip") or body[:2] == b"\x1f\x8b"
+
+
+def inflate(body: bytes, encoding: str | None, *, limit: int, max_ratio: float | None = None,
+            piece: int = INFLATE_PIECE) -> Iterator[bytes]:
+    """The body in pieces of at most ``piece`` bytes, gunzipped on the fly when it says so
+    (Content-Encoding or the gzip magic).
+
+    Nothing is unpacked ahead of the reader, so memory stays at one piece whatever the body
+    unpacks to. :class:`BatchTooLarge` is raised, while inflating, as soon as more than ``limit``
+    bytes have come out or (after the first MiB) more than ``max_ratio`` times the compressed
+    bytes read so far: a 239 KB bomb of 240 MB is refused after about 1 MB.
+    """
+    if not _is_gzip(body, encoding):
+        if encoding and encoding.lower() not in ("identity",):
+            raise BatchError(f"Content-Encoding {encoding!r} is not supported; use gzip or none")
+        if len(body) > limit:
+            raise BatchTooLarge(f"the body has more than {limit:,} bytes; send smaller batches")
+        view = memoryview(body)
+        for start in range(0, len(body), piece):
+            yield bytes(view[start:start + piece])
+        return
+    view = memoryview(body)
+    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    consumed = produced = 0  # compressed bytes fed, bytes unpacked
+    pending = view
+    while pending:
         try:
-            data = decompressor.decompress(body, limit + 1)
+            out = decompressor.decompress(pending, piece)
         except zlib.error as exc:
             raise BatchError(f"the body says gzip but is not: {exc}") from exc
-        if len(data) > limit or decompressor.unconsumed_tail:
-            raise BatchError(f"the body unpacks to more than {limit:,} bytes; send smaller batches")
-        return data
-    if encoding and encoding.lower() not in ("identity",):
-        raise BatchError(f"Content-Encoding {encoding!r} is not supported; use gzip or none")
-    return body
-
-
-def split_samples(data: bytes, content_type: str | None) -> list[tuple[int | None, object]]:
-    """(line, decoded sample) pairs. Undecodable NDJSON lines come back as (line, BatchError)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BatchError(f"the body is not UTF-8 (byte {exc.start})") from exc
-    kind = (content_type or "").split(";")[0].strip().lower()
-    stripped = text.lstrip()
-    if kind in ("application/x-ndjson", "application/ndjson", "application/jsonl") or (
-            kind != "application/json" and stripped and stripped[0] == "{" and "\n" in stripped.strip()):
-        out = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        tail = decompressor.unconsumed_tail
+        consumed += len(pending) - len(tail) - (len(decompressor.unused_data) if decompressor.eof else 0)
+        produced += len(out)
+        if produced > limit:
+            raise BatchTooLarge(f"the body unpacks to more than {limit:,} bytes; send smaller batches")
+        if max_ratio and produced > RATIO_GRACE_BYTES and produced > max_ratio * max(consumed, 1):
+            raise BatchTooLarge(f"the body unpacks to more than {max_ratio:g} times its compressed size "
+                                f"({consumed:,} bytes gave {produced:,}); refused as a compression bomb")
+        if out:
+            yield out
+        if decompressor.eof:
+            rest = decompressor.unused_data
+            if rest.strip(b"\x00"):  # another gzip member follows (``cat a.gz b.gz``)
+                decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                pending = memoryview(rest)
                 continue
+            return
+        pending = tail if tail else b""
+        if not pending and not out:
+            break
+    # Input exhausted: whatever is buffered inside the decompressor comes out in bounded pieces.
+    while not decompressor.eof:
+        try:
+            out = decompressor.decompress(decompressor.unconsumed_tail, piece)
+        except zlib.error as exc:
+            raise BatchError(f"the body says gzip but is not: {exc}") from exc
+        if not out:
+            raise BatchError("the body says gzip but ends before the gzip stream does (truncated)")
+        produced += len(out)
+        if produced > limit:
+            raise BatchTooLarge(f"the body unpacks to more than {limit:,} bytes; send smaller batches")
+        yield out
+
+
+def decompress(body: bytes, encoding: str | None, *, limit: int, max_ratio: float | None = None) -> bytes:
+    """The whole body, unpacked (for bodies that must be whole, e.g. imported text); see :func:`inflate`."""
+    return b"".join(inflate(body, encoding, limit=limit, max_ratio=max_ratio))
+
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+class _Text:
+    """The body's text, decoded from its pieces as the reader asks for more: at most the value being
+    read plus one piece is held. ``pos`` is the read position in ``buf``."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks = iter(chunks)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._bytes = 0  # bytes decoded so far (for the UTF-8 error's offset)
+        self._lines = 0  # newlines in the text already dropped (for positions)
+        self._dropped_to_line_start = 0
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+
+    def more(self) -> bool:
+        """Append the next piece; False at the end of the body."""
+        if self.eof:
+            return False
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            chunk, self.eof = b"", True
+        try:
+            text = self._utf8.decode(chunk, self.eof)
+        except UnicodeDecodeError as exc:
+            raise BatchError(f"the body is not UTF-8 (byte {self._bytes + exc.start})") from None
+        self._bytes += len(chunk)
+        dropped = self.buf[:self.pos]
+        self._lines += dropped.count("\n")
+        newline = dropped.rfind("\n")
+        self._dropped_to_line_start = (len(dropped) - newline - 1) if newline >= 0 else self._dropped_to_line_start + len(dropped)
+        self.buf = self.buf[self.pos:] + text
+        self.pos = 0
+        return bool(text) or not self.eof
+
+    def where(self, pos: int) -> str:
+        line = self._lines + self.buf.count("\n", 0, pos) + 1
+        newline = self.buf.rfind("\n", 0, pos)
+        column = pos - newline if newline >= 0 else self._dropped_to_line_start + pos + 1
+        return f"line {line}, column {column}"
+
+    def peek(self) -> str | None:
+        """The next character that is not whitespace (the read position moves to it); None at the end."""
+        while True:
+            self.pos = _WHITESPACE.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return None
+
+    def value(self, *, max_bytes: int, max_depth: int, level: int, what: str):
+        """The JSON value at the read position (after whitespace), read with the standard library's
+        decoder; more of the body is read while the value is incomplete, up to ``max_bytes``. The value
+        sits ``level`` levels deep in the document, which may nest ``max_depth`` levels in all."""
+        if self.peek() is None:
+            raise BatchError(f"the body is not JSON: it ends where {what} was expected")
+        while True:
             try:
-                out.append((number, json.loads(line)))
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
-                out.append((number, BatchError(f"line {number} is not JSON: {exc.msg} at column {exc.colno}")))
-        return out
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BatchError(f"the body is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
-    if isinstance(document, dict) and isinstance(document.get("samples"), list):
-        document = document["samples"]
-    if not isinstance(document, list):
+                if len(self.buf) - self.pos <= max_bytes and self.more():
+                    continue  # perhaps only cut off at the end of this piece
+                cut_off = exc.msg.startswith("Unterminated string") or exc.pos >= len(self.buf) - 1
+                if cut_off and not self.eof:
+                    raise BatchError(f"{what} at {self.where(self.pos)} is longer than {max_bytes:,} characters; "
+                                     "a sample is a small object") from None
+                raise BatchError(f"the body is not JSON: {exc.msg.removesuffix(' at')} at {self.where(exc.pos)}") from None
+            except RecursionError:
+                raise _too_deep(max_depth) from None
+            except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+                raise BatchError(f"the body is not JSON that can be read at {self.where(self.pos)}: {str(exc)[:120]}") from None
+            if end == len(self.buf) and not self.eof and self.more():
+                continue  # a number may go on in the next piece
+            brackets = self.buf.count("[", self.pos, end) + self.buf.count("{", self.pos, end)
+            if brackets > max_depth - level and _depth(self.buf[self.pos:end]) > max_depth - level:
+                raise _too_deep(max_depth)
+            self.pos = end
+            return value
+
+
+def _too_deep(max_depth: int) -> BatchError:
+    return BatchError(f"the body nests JSON deeper than {max_depth} levels; a sample is a flat object")
+
+
+def _json_document_samples(chunks: Iterable[bytes], *, max_samples: int, max_depth: int, max_item_bytes: int):
+    """Samples of a JSON array or of ``{"samples": [...]}``, read one sample at a time."""
+    text = _Text(chunks)
+    count = 0
+
+    def array_items(level: int):
+        nonlocal count
+        text.pos += 1  # the "["
+        if text.peek() == "]":
+            text.pos += 1
+            return
+        while True:
+            count += 1
+            if count > max_samples:
+                raise BatchTooLarge(f"more than {max_samples:,} samples in one request; send smaller batches")
+            yield None, text.value(max_bytes=max_item_bytes, max_depth=max_depth, level=level, what=f"sample {count}")
+            following = text.peek()
+            if following == "]":
+                text.pos += 1
+                return
+            if following != ",":
+                raise BatchError(f"the body is not JSON: expected ',' or ']' after sample {count} at {text.where(text.pos)}"
+                                 if following else "the body is not JSON: it ends inside the array of samples")
+            text.pos += 1
+
+    first = text.peek()
+    if first is None:
+        raise BatchError("the body is empty; send a JSON array of samples or NDJSON")
+    found = False
+    if first == "[":
+        yield from array_items(1)
+        found = True
+    elif first == "{":
+        text.pos += 1
+        following = text.peek()
+        while following != "}":
+            if following != '"':
+                raise BatchError(f"the body is not JSON: expected a key at {text.where(text.pos)}" if following
+                                 else "the body is not JSON: it ends inside an object")
+            key = text.value(max_bytes=max_item_bytes, max_depth=max_depth, level=1, what="a key")
+            if text.peek() != ":":
+                raise BatchError(f"the body is not JSON: expected ':' at {text.where(text.pos)}")
+            text.pos += 1
+            if key == "samples" and text.peek() == "[" and not found:
+                yield from array_items(2)
+                found = True
+            else:
+                text.value(max_bytes=max_item_bytes, max_depth=max_depth, level=1, what=f"the value of {key[:40]!r}")
+            following = text.peek()
+            if following == ",":
+                text.pos += 1
+                following = text.peek()
+            elif following != "}":
+                raise BatchError(f"the body is not JSON: expected ',' or '}}' at {text.where(text.pos)}" if following
+                                 else "the body is not JSON: it ends inside an object")
+        text.pos += 1
+    if not found:
         raise BatchError('the body must be a JSON array of samples, {"samples": [...]}, or NDJSON')
-    return [(None, item) for item in document]
+    if text.peek() is not None:
+        raise BatchError(f"the body goes on after its JSON document at {text.where(text.pos)}; "
+                         "use NDJSON for one sample per line")
+
+
+def _ndjson_samples(chunks: Iterable[bytes], *, max_samples: int, max_depth: int, max_line_bytes: int):
+    """(line, sample) for each non-empty line; a bad line gives (line, BatchError), a good batch goes on."""
+    count = 0
+    number = 0  # lines read so far
+    buffer = b""  # the start of a line whose end has not arrived
+    overlong = False  # skipping the rest of a line already reported as too long
+
+    def decode(line_number: int, line: bytes):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return BatchError(f"line {line_number} is not UTF-8 (byte {exc.start})")
+        if text.count("[") + text.count("{") > max_depth and _depth(text) > max_depth:
+            return BatchError(f"line {line_number} nests JSON deeper than {max_depth} levels")
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            return BatchError(f"line {line_number} is not JSON: {exc.msg} at column {exc.colno}")
+        except (ValueError, RecursionError) as exc:
+            return BatchError(f"line {line_number} cannot be read: {str(exc)[:120]}")
+
+    def complete(line: bytes, skipped: bool):
+        """(line, sample) for one whole line, or None for a blank one or the end of a skipped one."""
+        nonlocal count, number
+        number += 1
+        if skipped or not line.strip():
+            return None
+        count += 1
+        if count > max_samples:
+            raise BatchTooLarge(f"more than {max_samples:,} samples in one request; send smaller batches")
+        if len(line) > max_line_bytes:
+            return number, BatchError(f"line {number} is longer than {max_line_bytes:,} bytes")
+        return number, decode(number, line)
+
+    for chunk in chunks:
+        parts = chunk.split(b"\n")
+        for part in parts[:-1]:
+            item = complete(buffer + part, overlong)
+            buffer, overlong = b"", False
+            if item:
+                yield item
+        if not overlong:
+            buffer += parts[-1]
+        if len(buffer) > max_line_bytes:  # a line that does not end: report it now, skip to its end
+            item = complete(buffer, False)
+            number -= 1  # the line goes on in the next pieces
+            buffer, overlong = b"", True
+            if item:
+                yield item
+    if buffer and not overlong:
+        item = complete(buffer, False)
+        if item:
+            yield item
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of [ and { outside strings (only called for texts with many brackets)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines")
+
+
+def iter_samples(chunks: Iterable[bytes], content_type: str | None, *, max_samples: int,
+                 max_depth: int = MAX_DEPTH, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int | None, object]]:
+    """(line, decoded sample) pairs, read from the body's pieces as they arrive (see :func:`inflate`).
+
+    The body is a JSON array, ``{"samples": [...]}`` or NDJSON (chosen by the content type, else by
+    the first line: a complete JSON object on it means NDJSON). Undecodable NDJSON lines come back
+    as ``(line, BatchError)``. Raised while reading: :class:`BatchTooLarge` past ``max_samples``
+    samples, :class:`BatchError` for a body that is not JSON or nests deeper than ``max_depth``.
+    """
+    kind = (content_type or "").split(";")[0].strip().lower()
+    source = iter(chunks)
+    head = b""
+    for chunk in source:
+        head += chunk
+        stripped = head.lstrip()
+        if not stripped:
+            continue
+        if kind in NDJSON_TYPES or kind == "application/json" or stripped[:1] != b"{":
+            break
+        if b"\n" in stripped.rstrip() or len(head) > max_line_bytes:
+            break
+    stripped = head.lstrip()
+    if not stripped:
+        if kind in NDJSON_TYPES:
+            return
+        raise BatchError("the body is empty; send a JSON array of samples or NDJSON")
+    ndjson = kind in NDJSON_TYPES
+    if not ndjson and kind != "application/json" and stripped[:1] == b"{":
+        first_line, newline, rest = stripped.partition(b"\n")
+        if newline and rest.strip() and len(first_line) <= max_line_bytes:
+            try:
+                ndjson = isinstance(json.loads(first_line), dict)
+            except (ValueError, RecursionError):
+                ndjson = False
+    body = itertools.chain((head,), source)
+    if ndjson:
+        yield from _ndjson_samples(body, max_samples=max_samples, max_depth=max_depth, max_line_bytes=max_line_bytes)
+    else:
+        yield from _json_document_samples(body, max_samples=max_samples, max_depth=max_depth, max_item_bytes=max_line_bytes)
+
+
+def split_samples(data: bytes, content_type: str | None, *, max_samples: int = 10**9) -> list[tuple[int | None, object]]:
+    """All (line, sample) pairs of a body already in memory (tests and small tools); see :func:`iter_samples`."""
+    return list(iter_samples((data,), content_type, max_samples=max_samples))
 
 
 def parse_timestamp(value) -> datetime:
@@ -122,19 +438,23 @@ def parse_timestamp(value) -> datetime:
     raise ValueError(f"a time (ISO 8601 text or seconds since the epoch), not {type(value).__name__}")
 
 
-def parse_batch(samples: list[tuple[int | None, object]], *, now: datetime, default_cluster: str = "",
+def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, default_cluster: str = "",
                 max_age: timedelta = timedelta(days=400), max_ahead: timedelta = timedelta(minutes=10),
                 allowed_hosts: set[str] | None = None, window: tuple[datetime, datetime] | None = None,
                 cluster_override: str | None = None) -> ParsedBatch:
     """Validate each sample; keep the good ones. ``allowed_hosts``/``window`` restrict a job token to
-    its own nodes and time; ``cluster_override`` pins the cluster (a job token's)."""
+    its own nodes and time; ``cluster_override`` pins the cluster (a job token's). ``samples`` may be
+    a stream (:func:`iter_samples`): it is read once, and only the first ``MAX_KEPT_ERRORS`` row
+    errors are kept (all are counted in ``rows``)."""
     errors: list[RowError] = []
+    index = -1
     rows = {"ts": [], "cluster": [], "host": [], "gpu": [], "uuid": [], "field": [], "value": []}
     earliest, latest = now - max_age, now + max_ahead
 
     for index, (line, sample) in enumerate(samples):
         def bad(key, message):
-            errors.append(RowError(index, line, key, message))
+            if len(errors) < MAX_KEPT_ERRORS:
+                errors.append(RowError(index, line, key, message))
 
         if isinstance(sample, BatchError):
             bad(None, str(sample))
@@ -175,8 +495,16 @@ def parse_batch(samples: list[tuple[int | None, object]], *, now: datetime, defa
             bad("field", str(exc))
             continue
         value = sample["value"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            bad("value", f"value must be a finite number, not {json.dumps(value)[:40]}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            bad("value", f"value must be a finite number, not {_preview(value)}")
+            continue
+        try:
+            value = float(value)  # 10**400 is an int Python holds, but no float (nor any store) does
+        except OverflowError:
+            bad("value", f"value {_preview(value)} is too large; a float64 goes up to about 1.8e308")
+            continue
+        if not math.isfinite(value):
+            bad("value", f"value must be a finite number, not {value}")
             continue
         cluster = cluster_override or sample.get("cluster") or default_cluster
         if not isinstance(cluster, str) or not cluster or len(cluster) > 64:
@@ -192,9 +520,21 @@ def parse_batch(samples: list[tuple[int | None, object]], *, now: datetime, defa
         rows["gpu"].append(gpu)
         rows["uuid"].append(uuid)
         rows["field"].append(dcgm_field.id)
-        rows["value"].append(float(value))
+        rows["value"].append(value)
     frame = canonical(pd.DataFrame(rows)) if rows["ts"] else empty_frame()
-    return ParsedBatch(frame, errors, len(samples))
+    return ParsedBatch(frame, errors, index + 1)
+
+
+def _preview(value) -> str:
+    """A short rendering of a JSON value for a message (never the whole of a big one)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**40:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+    try:
+        return json.dumps(value)[:40]
+    except (ValueError, RecursionError):
+        return type(value).__name__
 
 
 def gzip_bytes(text: str) -> bytes:

@@ -371,11 +371,15 @@ READYZ_PING_EXPIRES = env.float("READYZ_PING_EXPIRES", default=60.0)
 # store, each a dotted backend class plus options.
 # ---------------------------------------------------------------------------------------------
 TELEMETRY_BACKEND = env("TELEMETRY_BACKEND", default="embedded")
-# Limits of POST /api/v1/telemetry/samples/: bytes as sent, bytes once gunzipped, samples per request;
-# and rows per GET /api/v1/telemetry/series/ answer.
+# Limits of POST /api/v1/telemetry/samples/: bytes as sent, bytes once gunzipped, unpacked/compressed
+# ratio (checked while inflating: a gzip bomb is refused after its first 128 KiB), samples per request;
+# bytes of text per /import/ (read whole by the importers); and rows per /series/ answer.
+# Samples are read one at a time, so a request's memory follows the samples kept, not the body.
 TELEMETRY_MAX_BODY_BYTES = env.int("TELEMETRY_MAX_BODY_BYTES", default=32 * 1024 * 1024)
-TELEMETRY_MAX_UNPACKED_BYTES = env.int("TELEMETRY_MAX_UNPACKED_BYTES", default=256 * 1024 * 1024)
-TELEMETRY_MAX_SAMPLES_PER_REQUEST = env.int("TELEMETRY_MAX_SAMPLES_PER_REQUEST", default=1_000_000)
+TELEMETRY_MAX_UNPACKED_BYTES = env.int("TELEMETRY_MAX_UNPACKED_BYTES", default=64 * 1024 * 1024)
+TELEMETRY_MAX_COMPRESSION_RATIO = env.float("TELEMETRY_MAX_COMPRESSION_RATIO", default=500.0)
+TELEMETRY_MAX_SAMPLES_PER_REQUEST = env.int("TELEMETRY_MAX_SAMPLES_PER_REQUEST", default=200_000)
+TELEMETRY_MAX_IMPORT_BYTES = env.int("TELEMETRY_MAX_IMPORT_BYTES", default=16 * 1024 * 1024)
 TELEMETRY_MAX_SERIES_ROWS = env.int("TELEMETRY_MAX_SERIES_ROWS", default=200_000)
 # Job data products: how often running jobs are re-read, and for how long after the end.
 TELEMETRY_REFRESH_SECONDS = env.int("TELEMETRY_REFRESH_SECONDS", default=300)

@@ -101,7 +101,7 @@ def test_size_limits_are_enforced_before_anything_is_stored(api_client, service,
     settings.TELEMETRY_MAX_UNPACKED_BYTES = 50_000
     bomb = gzip.compress(b"[" + b" " * 200_000 + b"]")
     response = post(api_client, service, bomb, encoding="gzip")
-    assert response.status_code == 400 and "unpacks to more than 50,000 bytes" in response.json()["detail"]
+    assert response.status_code == 413 and "unpacks to more than 50,000 bytes" in response.json()["detail"]
     settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST = 10
     response = post(api_client, service, big[:11])
     assert response.status_code == 413

@@ -1,11 +1,13 @@
 """Telemetry API: post samples, import dcgmi dmon / dcgm-exporter text, read series back."""
+import math
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
 from django.http import Http404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import permissions, status
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, serializers, status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
@@ -14,11 +16,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.api.params import CommaListField, JobRefField, QueryIntegerField, parse_query
 from apps.jobs.authentication import JobTokenAuthentication, token_job
 from apps.jobs.selectors import job_get_for_user
 
 from .. import ingest
-from ..backends.base import Query, TelemetryUnavailable
+from ..backends.base import DEFAULT_STATS, STATS, Query, TelemetryUnavailable
 from ..fields import UnknownField, lookup
 from ..models import IngestBatch
 from ..store import telemetry_store
@@ -29,12 +32,19 @@ JOB_WINDOW_SLACK = timedelta(minutes=10)
 
 
 class RawBodyParser(BaseParser):
-    """Hand the view the undecoded body: it decides between JSON, NDJSON and gzip itself."""
+    """Hand the view the undecoded body (it decides between JSON, NDJSON and gzip itself), never
+    reading more than TELEMETRY_MAX_BODY_BYTES of it."""
 
     media_type = "*/*"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        return stream.read() if stream is not None else b""
+        if stream is None:
+            return b""
+        limit = settings.TELEMETRY_MAX_BODY_BYTES
+        data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"the body has more than {limit:,} bytes; send smaller batches", status_code=413)
+        return data
 
 
 class CanPostTelemetry(permissions.BasePermission):
@@ -48,17 +58,28 @@ class CanPostTelemetry(permissions.BasePermission):
         return bool(user and user.is_authenticated and (user.is_staff or user.has_perm("telemetry.add_ingestbatch")))
 
 
-def _read_body(request) -> bytes:
+def _raw_body(request) -> bytes:
     limit = settings.TELEMETRY_MAX_BODY_BYTES
-    length = int(request.META.get("CONTENT_LENGTH") or 0)
-    if length > limit:
-        raise InputError(f"the body has {length:,} bytes; at most {limit:,} are accepted per request (send smaller batches)",
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if declared.isascii() and declared.isdecimal() and int(declared) > limit:
+        raise InputError(f"the body has {int(declared):,} bytes; at most {limit:,} are accepted per request (send smaller batches)",
                          status_code=413)
-    body = request.data if isinstance(request.data, bytes) else b""
-    if len(body) > limit:
-        raise InputError(f"the body has more than {limit:,} bytes; send smaller batches", status_code=413)
+    return request.data if isinstance(request.data, bytes) else b""
+
+
+def _body_pieces(request, body: bytes, *, limit: int):
+    """The body's bytes in pieces, gunzipped while read (size and ratio checked as it inflates)."""
+    return ingest.inflate(body, request.META.get("HTTP_CONTENT_ENCODING"), limit=limit,
+                          max_ratio=settings.TELEMETRY_MAX_COMPRESSION_RATIO)
+
+
+@contextmanager
+def _batch_errors():
+    """Errors found while the body is read: 413 when it is too large, 400 when it cannot be read."""
     try:
-        return ingest.decompress(body, request.META.get("HTTP_CONTENT_ENCODING"), limit=settings.TELEMETRY_MAX_UNPACKED_BYTES)
+        yield
+    except ingest.BatchTooLarge as exc:
+        raise InputError(str(exc), status_code=413) from exc
     except ingest.BatchError as exc:
         raise InputError(str(exc)) from exc
 
@@ -92,6 +113,68 @@ def _store_and_record(request, frame, errors, *, source, sender, nbytes, rows):
     return Response(body, status=status.HTTP_200_OK)
 
 
+IMPORT_FORMATS = ("dcgmi-dmon", "dcgm-exporter")
+
+
+class ImportParams(serializers.Serializer):
+    format = serializers.ChoiceField(choices=IMPORT_FORMATS)
+    host = serializers.CharField(max_length=253, required=False, allow_blank=True)
+    cluster = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    start = serializers.CharField(max_length=64, required=False, allow_blank=True,
+                                  help_text="ISO 8601 time of dmon's first tick")
+    interval = serializers.FloatField(min_value=0.001, max_value=86_400, required=False,
+                                      help_text="seconds between dmon ticks (dmon -d in ms / 1000)")
+    ts = serializers.CharField(max_length=64, required=False, allow_blank=True, help_text="scrape time of exporter text")
+
+    def validate_interval(self, value):
+        if not math.isfinite(value):
+            raise serializers.ValidationError("A finite number of seconds is required.")
+        return value
+
+
+class SampleIngestParams(serializers.Serializer):
+    cluster = serializers.CharField(max_length=64, required=False, help_text="cluster of samples that name none")
+
+
+def _timestamp(value: str):
+    try:
+        return ingest.parse_timestamp(value)
+    except ValueError as exc:
+        raise serializers.ValidationError(str(exc)) from None
+
+
+class SeriesParams(serializers.Serializer):
+    job = JobRefField(required=False, help_text="cluster/job_id: the job's nodes and run time")
+    cluster = serializers.CharField(max_length=64, required=False)
+    host = serializers.ListField(child=serializers.CharField(max_length=253), required=False, max_length=10_000)
+    gpu = serializers.ListField(child=QueryIntegerField(min_value=0, max_value=ingest.MAX_GPU_INDEX), required=False,
+                                max_length=ingest.MAX_GPU_INDEX + 1)
+    field = CommaListField(child=serializers.CharField(max_length=100), required=False, help_text="DCGM ids or names")
+    start = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    end = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    step = QueryIntegerField(min_value=1, max_value=366 * 86_400, required=False,
+                             help_text="bucket width in seconds: count/mean/min/max per bucket instead of raw samples")
+    stats = CommaListField(child=serializers.ChoiceField(choices=STATS), required=False, max_length=len(STATS),
+                           help_text=f"comma list of {','.join(STATS)}")
+
+    def validate_field(self, names):
+        ids, problems = [], []
+        for name in names:
+            try:
+                ids.append(lookup(name).id)
+            except UnknownField as exc:
+                problems.append(str(exc))
+        if problems:
+            raise serializers.ValidationError(problems)
+        return ids
+
+    def validate_start(self, value):
+        return _timestamp(value) if value.strip() else None
+
+    def validate_end(self, value):
+        return _timestamp(value) if value.strip() else None
+
+
 class SampleIngestView(APIView):
     """Post samples: a JSON array, ``{"samples": [...]}`` or NDJSON, optionally gzip-compressed, of
     ``{"ts", "host", "gpu", "field", "value"}`` (+ ``cluster``, ``uuid``). ``field`` is a DCGM id or
@@ -103,22 +186,19 @@ class SampleIngestView(APIView):
 
     @extend_schema(request={"application/json": {"type": "array", "items": {"type": "object"}},
                             "application/x-ndjson": {"type": "string"}},
-                   parameters=[OpenApiParameter("cluster", str, description="cluster of samples that name none")],
+                   parameters=[SampleIngestParams],
                    responses={200: {"type": "object"}})
     def post(self, request):
-        data = _read_body(request)
-        try:
-            samples = ingest.split_samples(data, request.content_type)
-        except ingest.BatchError as exc:
-            raise InputError(str(exc)) from exc
-        if len(samples) > settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST:
-            raise InputError(f"{len(samples):,} samples in one request; at most {settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST:,}",
-                             status_code=413)
+        body = _raw_body(request)
+        params = parse_query(request, SampleIngestParams)
         cluster, hosts, window, sender = _scope(request)
-        parsed = ingest.parse_batch(samples, now=timezone.now(), default_cluster=request.query_params.get("cluster", ""),
-                                    allowed_hosts=hosts, window=window, cluster_override=cluster)
+        with _batch_errors():
+            samples = ingest.iter_samples(_body_pieces(request, body, limit=settings.TELEMETRY_MAX_UNPACKED_BYTES),
+                                          request.content_type, max_samples=settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST)
+            parsed = ingest.parse_batch(samples, now=timezone.now(), default_cluster=params.get("cluster", ""),
+                                        allowed_hosts=hosts, window=window, cluster_override=cluster)
         return _store_and_record(request, parsed.frame, [e.as_dict() for e in parsed.errors], source="samples",
-                                 sender=sender, nbytes=len(data), rows=parsed.rows)
+                                 sender=sender, nbytes=len(body), rows=parsed.rows)
 
 
 class SeriesView(APIView):
@@ -127,50 +207,15 @@ class SeriesView(APIView):
 
     authentication_classes = TELEMETRY_AUTHENTICATION
 
-    @extend_schema(parameters=[
-        OpenApiParameter("job", str, description="cluster/job_id: the job's nodes and run time"),
-        OpenApiParameter("host", str, many=True), OpenApiParameter("gpu", int, many=True),
-        OpenApiParameter("field", str, many=True, description="DCGM ids or names"),
-        OpenApiParameter("start", str), OpenApiParameter("end", str), OpenApiParameter("step", int),
-        OpenApiParameter("stats", str, description="comma list of mean,min,max,p10,p50,p90")],
-        responses={200: {"type": "object"}})
+    @extend_schema(parameters=[SeriesParams], responses={200: {"type": "object"}})
     def get(self, request):
-        params = request.query_params
-        errors = []
-        start = end = None
-        for name in ("start", "end"):
-            if params.get(name):
-                try:
-                    moment = ingest.parse_timestamp(params[name])
-                except ValueError as exc:
-                    errors.append(ErrorItem(message=str(exc), field=name))
-                    continue
-                start, end = (moment, end) if name == "start" else (start, moment)
-        fields = []
-        for value in params.getlist("field"):
-            for item in value.split(","):
-                try:
-                    fields.append(lookup(item).id)
-                except UnknownField as exc:
-                    errors.append(ErrorItem(message=str(exc), field="field"))
-        gpus = []
-        for value in params.getlist("gpu"):
-            if not value.isdigit():
-                errors.append(ErrorItem(message=f"{value!r} is not a GPU index", field="gpu"))
-            else:
-                gpus.append(int(value))
-        step = params.get("step")
-        if step is not None and (not step.isdigit() or int(step) < 1):
-            errors.append(ErrorItem(message="step is a whole number of seconds >= 1", field="step"))
-        stats = tuple(s for s in params.get("stats", "mean,min,max").split(",") if s)
-        if errors:
-            raise InputError("the series request has problems", errors)
-        hosts = params.getlist("host") or None
+        params = parse_query(request, SeriesParams)
+        start, end, step = params.get("start"), params.get("end"), params.get("step")
+        hosts = params.get("host") or None
         cluster = params.get("cluster")
-        job_param = params.get("job")
-        if job_param:
-            cluster_name, _, job_id = job_param.partition("/")
-            job = job_get_for_user(request.user, cluster_name, int(job_id), token_job(request)) if job_id.isdigit() else None
+        if "job" in params:
+            ref = params["job"]
+            job = job_get_for_user(request.user, ref.cluster, ref.job_id, token_job(request))
             if job is None:
                 raise Http404
             cluster = job.cluster.name
@@ -185,22 +230,19 @@ class SeriesView(APIView):
             raise InputError("start and end (ISO 8601) are needed, with end after start",
                              [ErrorItem(message="required", field="start")])
         query = Query(start=start, end=end, cluster=cluster, hosts=tuple(hosts) if hosts else None,
-                      gpus=tuple(gpus) or None, fields=tuple(fields) or None)
+                      gpus=tuple(params.get("gpu") or ()) or None, fields=tuple(params.get("field") or ()) or None)
         try:
             store = telemetry_store()
-            frame = store.aggregate(query, int(step), stats) if step else store.read(query)
+            frame = store.aggregate(query, step, tuple(params.get("stats") or DEFAULT_STATS)) if step else store.read(query)
         except TelemetryUnavailable as exc:
             raise InputError(str(exc), status_code=503) from exc
-        except ValueError as exc:
-            raise InputError(str(exc), [ErrorItem(message=str(exc), field="stats")]) from exc
         limit = settings.TELEMETRY_MAX_SERIES_ROWS
         truncated = len(frame) > limit
         frame = frame.head(limit)
         time_column = "bucket" if step else "ts"
         frame = frame.assign(**{time_column: frame[time_column].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
-        return Response({"start": start.isoformat(), "end": end.isoformat(), "step": int(step) if step else None,
+        return Response({"start": start.isoformat(), "end": end.isoformat(), "step": step,
                          "columns": list(frame.columns), "rows": frame.to_numpy().tolist(), "truncated": truncated})
-
 
 
 class FormatIsOurs(DefaultContentNegotiation):
@@ -221,38 +263,39 @@ class ImportView(APIView):
     parser_classes = [RawBodyParser]
     renderer_classes = [JSONRenderer]
     content_negotiation_class = FormatIsOurs
-    FORMATS = ("dcgmi-dmon", "dcgm-exporter")
+    FORMATS = IMPORT_FORMATS
 
-    @extend_schema(request={"text/plain": {"type": "string"}}, parameters=[
-        OpenApiParameter("format", str, enum=list(FORMATS), required=True), OpenApiParameter("host", str),
-        OpenApiParameter("cluster", str), OpenApiParameter("start", str), OpenApiParameter("interval", float),
-        OpenApiParameter("ts", str)], responses={200: {"type": "object"}})
+    @extend_schema(request={"text/plain": {"type": "string"}}, parameters=[ImportParams], responses={200: {"type": "object"}})
     def post(self, request):
         from .. import importers
 
-        params = request.query_params
-        kind = params.get("format")
-        if kind not in self.FORMATS:
-            raise InputError(f"format must be one of {', '.join(self.FORMATS)}", [ErrorItem(message="unknown format", field="format")])
-        data = _read_body(request)
+        params = parse_query(request, ImportParams)
+        kind = params["format"]
+        body = _raw_body(request)
+        limit = settings.TELEMETRY_MAX_IMPORT_BYTES
+        with _batch_errors():  # the importers read the text whole: it is unpacked (bounded) first
+            data = b"".join(_body_pieces(request, body, limit=limit))
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"the body is not UTF-8 text (byte {exc.start})") from exc
+        del data
         cluster, hosts, window, sender = _scope(request)
         cluster = cluster or params.get("cluster", "")
         if not cluster:
             raise InputError("give cluster=<name> for imported text", [ErrorItem(message="required", field="cluster")])
         try:
             if kind == "dcgmi-dmon":
-                interval = float(params.get("interval", "1"))
                 result = importers.parse_dcgmi_dmon(text, host=params.get("host", ""), cluster=cluster,
-                                                    start=params.get("start"), interval_s=interval)
+                                                    start=params.get("start"), interval_s=params.get("interval", 1.0))
             else:
                 result = importers.parse_dcgm_exporter(text, host=params.get("host") or None, cluster=cluster,
                                                        ts=params.get("ts") or None)
         except ValueError as exc:
             raise InputError(str(exc)) from exc
+        if result.samples > settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST:
+            raise InputError(f"{result.samples:,} samples in one request; at most "
+                             f"{settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST:,} (send smaller batches)", status_code=413)
         frame = result.frame
         errors = [dict(error) for error in result.errors]
         if hosts is not None or window is not None:
@@ -264,5 +307,5 @@ class ImportView(APIView):
                                "message": f"{int((~keep).sum())} samples are outside the job's nodes or run time and were dropped"})
                 frame = frame[keep]
         dropped = result.samples - len(frame)
-        return _store_and_record(request, frame, errors, source=kind, sender=sender, nbytes=len(data),
+        return _store_and_record(request, frame, errors, source=kind, sender=sender, nbytes=len(body),
                                  rows=len(frame) + len(result.errors) + dropped)

@@ -1,0 +1,194 @@
+"""Bounded input (issue 16, item 2 and acceptance 4): what a hostile body costs the web process.
+
+The compression bomb is sent to the real web server (gunicorn, started as the Procfile starts it)
+and the memory of the worker that answers is read from /proc while the request runs. A watchdog
+stops the server if the worker grows far beyond the limit, so a regression fails this test
+instead of taking the machine down.
+"""
+import gzip
+import http.client
+import json
+import re
+import socket
+import sys
+import threading
+import time
+import zlib
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+MB = 1024 * 1024
+GROWTH_LIMIT = 200 * MB
+ANSWER_WITHIN_S = 2.0
+
+
+def bomb_body(unpacked: int = 240 * MB) -> bytes:
+    """``[0,0,0,...]`` of ``unpacked`` bytes, gzip-compressed as tightly as gzip goes (about 1:1000)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b"0," * (MB // 2)
+    parts = [compressor.compress(b"[")]
+    written = 1
+    while written + len(chunk) < unpacked - 2:
+        parts.append(compressor.compress(chunk))
+        written += len(chunk)
+    parts.append(compressor.compress(b"0," * ((unpacked - 2 - written) // 2) + b"0]"))
+    parts.append(compressor.flush())
+    return b"".join(parts)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS / VmHWM of a process in bytes."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) * 1024
+    return values
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found.extend(int(child) for child in text)
+    return found
+
+
+def web_command(port: int) -> list[str]:
+    """The Procfile's ``web`` line with this test's port and one worker (so the warm-up requests and
+    the bomb reach the same process, whose memory is then measured)."""
+    line = next(line for line in (BASE_DIR / "Procfile").read_text().splitlines() if line.startswith("web:"))
+    words = line.split(":", 1)[1].split()
+    assert words[0] == "gunicorn", line
+    args = [sys.executable, "-m", "gunicorn"]
+    skip = False
+    for index, word in enumerate(words[1:], start=1):
+        if skip:
+            skip = False
+            continue
+        if word in ("--bind", "--workers"):
+            skip = True
+            continue
+        args.append(word)
+    return args + ["--bind", f"127.0.0.1:{port}", "--workers", "1", "--timeout", "120"]
+
+
+@pytest.fixture
+def web_server(transactional_db, start_service):
+    port = free_port()
+    server = start_service("gunicorn-bounded-input", web_command(port)[1:], ready_marker="Booting worker with pid")
+    deadline = time.monotonic() + 30
+    workers: list[int] = []
+    while time.monotonic() < deadline and not workers:
+        workers = children_of(server.pid)
+        time.sleep(0.1)
+    assert len(workers) == 1, server.log_text()[-2000:]
+    server.port, server.worker = port, workers[0]
+    return server
+
+
+def request(port: int, method: str, path: str, body: bytes = b"", headers: dict | None = None, timeout: float = 60):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request(method, path, body=body, headers={"Content-Length": str(len(body)), **(headers or {})})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def job_token(transactional_db):
+    from django.utils import timezone
+
+    from apps.jobs.models import Cluster, Job, JobToken
+
+    cluster = Cluster.objects.create(name="alps")
+    job = Job.objects.create(cluster=cluster, job_id=4242, user_name="alice", account="a-llm01", state="RUNNING",
+                             submit_time=timezone.now() - timedelta(hours=1), start_time=timezone.now() - timedelta(minutes=30),
+                             node_list=["nid000001"])
+    return JobToken.issue(job)[1]
+
+
+class MemoryWatch(threading.Thread):
+    """Samples a process's RSS every few milliseconds; stops it (SIGKILL) above ``kill_above`` bytes."""
+
+    def __init__(self, pid: int, kill_above: int):
+        super().__init__(daemon=True)
+        self.pid, self.kill_above = pid, kill_above
+        self.peak = proc_status(pid)["VmRSS"]
+        self.killed = False
+        self.done = threading.Event()
+
+    def run(self):
+        import os
+        import signal
+
+        while not self.done.is_set():
+            try:
+                rss = proc_status(self.pid)["VmRSS"]
+            except (FileNotFoundError, ProcessLookupError, KeyError):
+                return
+            self.peak = max(self.peak, rss)
+            if rss > self.kill_above:
+                self.killed = True
+                os.kill(self.pid, signal.SIGKILL)
+                return
+            time.sleep(0.005)
+
+
+def reset_peak(pid: int) -> None:
+    """Reset VmHWM to the current RSS (Linux's clear_refs "5"), so VmHWM afterwards is this request's peak."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def test_gzip_bomb_answers_413_fast_and_the_web_process_stays_small(web_server, job_token):
+    body = bomb_body()
+    assert 200_000 < len(body) < 300_000  # the issue's 239 KB bomb
+    headers = {"Authorization": f"JobToken {job_token}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    # Warm the worker up: the first requests import the API, pandas and the telemetry store.
+    now = time.time()
+    for _ in range(3):
+        ok = json.dumps([{"ts": now - 60, "host": "nid000001", "gpu": 0, "field": 1002, "value": 0.5}]).encode()
+        status, answer = request(web_server.port, "POST", "/api/v1/telemetry/samples/", gzip.compress(ok), headers)
+        assert status == 200, answer[:500]
+    status, answer = request(web_server.port, "POST", "/api/v1/telemetry/samples/", gzip.compress(b"[1,2]" * 10), headers)
+    assert status == 400
+
+    worker = web_server.worker
+    before = proc_status(worker)["VmRSS"]
+    reset_peak(worker)
+    watch = MemoryWatch(worker, kill_above=before + 3 * GROWTH_LIMIT)
+    watch.start()
+    started = time.monotonic()
+    try:
+        status, answer = request(web_server.port, "POST", "/api/v1/telemetry/samples/", body, headers, timeout=20)
+    except (OSError, http.client.HTTPException) as exc:
+        status, answer = None, repr(exc).encode()
+    elapsed = time.monotonic() - started
+    watch.done.set()
+    watch.join()
+    assert not watch.killed, f"the worker grew past {3 * GROWTH_LIMIT // MB} MB while reading the bomb and was stopped"
+    peak = max(watch.peak, proc_status(worker)["VmHWM"])
+    growth = peak - before
+    assert status == 413, (status, answer[:500])
+    detail = json.loads(answer)["detail"]
+    assert re.search(r"unpack|compress", detail), detail
+    assert elapsed < ANSWER_WITHIN_S, f"answered after {elapsed:.2f} s"
+    assert growth <= GROWTH_LIMIT, f"the web process grew by {growth / MB:.0f} MB"
+    # And it still serves.
+    ok = json.dumps([{"ts": time.time() - 30, "host": "nid000001", "gpu": 1, "field": 1002, "value": 0.25}]).encode()
+    assert request(web_server.port, "POST", "/api/v1/telemetry/samples/", gzip.compress(ok), headers)[0] == 200
+    print(f"bomb: {status} after {elapsed:.2f} s; worker grew {growth / MB:.1f} MB (RSS before {before / MB:.0f} MB)")
