@@ -1,5 +1,6 @@
 """The saturation section of the job page: it reads the job's row and product, never scores."""
 import json
+import re
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -30,7 +31,7 @@ def straggler_links(item: dict, job_nodes: list[str]) -> dict:
         links["group"] = reverse("topology:group", args=[item["group"]])
     elif item.get("level") == "switch" and item.get("switch"):
         group = str(item["switch"]).split(".")[0]
-        if group.isdigit():
+        if re.fullmatch(r"[0-9]{1,9}", group):  # not str.isdigit(): "²" is a digit to it
             links["group"] = reverse("topology:group", args=[int(group)])
     return links
 

@@ -111,3 +111,16 @@ def test_the_sweeper_says_why_a_never_scored_job_is_waiting(db, store):
     assert record.status == "waiting" and record.scoring_since is None and "not started" in record.message
     ended = TaskRun.objects.get(name="saturation.score_job")
     assert ended.status == "succeeded"
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"bins": "²"}, "bins"), ({"bins": "6760759693754570375168"}, "bins"), ({"bins": "0"}, "bins"),
+    ({"bins": "1e3"}, "bins"), ({"metric": "²"}, "metric"), ({"sort": "rank;drop"}, "sort"),
+])
+def test_heatmap_parameters_out_of_range_are_400s_naming_the_field(job, api_client, make_user, params, field):
+    """Issue 16 item 6: ``bins=²`` passed ``str.isdigit()`` and ``int()`` raised: a 500."""
+    job_saturation_refresh(job)
+    api_client.force_authenticate(make_user("alice"))
+    response = api_client.get("/api/v1/jobs/alps/77/saturation/heatmap/", params)
+    assert response.status_code == 400, response.content
+    assert [error["field"] for error in response.json()["errors"]] == [field]

@@ -6,10 +6,12 @@ from django.conf import settings
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.api.exceptions import InputError
+from apps.core.api.params import QueryIntegerField, parse_query
 from apps.core.exports import FORMATS, table_bytes
 from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
@@ -68,6 +70,16 @@ class SaturationView(APIView):
         })
 
 
+class HeatmapParams(serializers.Serializer):
+    metric = serializers.ChoiceField(choices=list(METRICS), default="S",
+                                     error_messages={"invalid_choice": f"choose one of {', '.join(METRICS)}"})
+    bins = QueryIntegerField(min_value=1, max_value=2000, default=300,
+                             error_messages={"min_value": "bins is a whole number from 1 to 2000",
+                                             "max_value": "bins is a whole number from 1 to 2000"})
+    sort = serializers.ChoiceField(choices=list(SORTS), default="rank",
+                                   error_messages={"invalid_choice": f"choose one of {', '.join(SORTS)}"})
+
+
 class HeatmapView(APIView):
     """A GPU x time matrix of one metric from the job's saturation product (no scoring on request).
 
@@ -77,24 +89,13 @@ class HeatmapView(APIView):
 
     authentication_classes = JOB_API_AUTHENTICATION
 
-    @extend_schema(parameters=[OpenApiParameter("metric", str, enum=list(METRICS)), OpenApiParameter("bins", int),
-                               OpenApiParameter("sort", str, enum=list(SORTS))], responses={200: {"type": "object"}})
+    @extend_schema(parameters=[HeatmapParams], responses={200: {"type": "object"}})
     def get(self, request, cluster, job_id):
         record = _record(request, cluster, job_id)
-        metric = request.query_params.get("metric", "S")
-        sort = request.query_params.get("sort", "rank")
-        bins_text = request.query_params.get("bins", "300")
-        errors = []
-        if metric not in METRICS:
-            errors.append(ErrorItem(message=f"choose one of {', '.join(METRICS)}", field="metric"))
-        if sort not in SORTS:
-            errors.append(ErrorItem(message=f"choose one of {', '.join(SORTS)}", field="sort"))
-        if not bins_text.isdigit() or not 1 <= int(bins_text) <= 2000:
-            errors.append(ErrorItem(message="bins is a whole number from 1 to 2000", field="bins"))
-        if errors:
-            raise InputError("the heatmap request has problems", errors)
+        params = parse_query(request, HeatmapParams)
+        metric, sort, bins = params["metric"], params["sort"], params["bins"]
         cube = load_product(record, [metric])
-        matrix, starts, seconds = rebin(cube.values[metric], cube.bin_starts, cube.bin_seconds, int(bins_text))
+        matrix, starts, seconds = rebin(cube.values[metric], cube.bin_starts, cube.bin_seconds, bins)
         order = heatmap_order(record.per_gpu, sort)
         described = METRICS[metric]
         return Response({
