@@ -31,6 +31,10 @@ class LayoutCommunicator(serializers.Serializer):
     max_switches = serializers.IntegerField(min_value=0)
     max_dragonfly_groups = serializers.IntegerField(min_value=0)
     spanning_groups = serializers.IntegerField(min_value=0, help_text="Groups that span more than one dragonfly group.")
+    groups_with_unplaced_ranks = serializers.IntegerField(
+        min_value=0, help_text="Groups with a rank the topology cannot place on a NIC; the counts above use their other ranks.")
+    groups_with_unplaced_ranks = serializers.IntegerField(
+        min_value=0, required=False, help_text="Groups with a rank the topology cannot place on a NIC (left out of the counts above).")
 
 
 class LayoutPipelineBoundary(serializers.Serializer):
@@ -57,6 +61,28 @@ class LayoutPipeline(serializers.Serializer):
     inter_group_examples = LayoutPipelineBoundary(many=True, help_text="Up to 50 inter-group boundaries.")
 
 
+class LayoutPlacementGaps(serializers.Serializer):
+    """Ranks the topology cannot place on a NIC (their host is not in it, or lacks the NIC): they keep
+    their host and GPU but have no NIC, switch or group."""
+
+    ranks_without_nic = serializers.IntegerField(min_value=0)
+    hosts_not_in_topology = serializers.ListField(child=serializers.CharField())
+    nics_missing = serializers.ListField(child=serializers.CharField(), help_text='"host:hsnN" of known hosts that lack the NIC.')
+    hosts_without_nic_placement = serializers.ListField(child=serializers.CharField())
+    message = serializers.CharField(allow_null=True, help_text="One sentence; null when every rank is placed.")
+
+
+class LayoutPlacementGaps(serializers.Serializer):
+    """Ranks the topology cannot place on a NIC (host outside the topology, or a NIC it lacks). They keep
+    their host and GPU in the rank list; NIC, switch and group are null there."""
+
+    ranks_without_nic = serializers.IntegerField(min_value=0)
+    hosts_not_in_topology = serializers.ListField(child=serializers.CharField())
+    nics_missing = serializers.ListField(child=serializers.CharField(), help_text='"host:hsnN" of known hosts.')
+    hosts_without_nic_placement = serializers.ListField(child=serializers.CharField())
+    message = serializers.CharField(allow_null=True, help_text="One sentence for a person; null when every rank is placed.")
+
+
 class LayoutResponse(serializers.Serializer):
     """The job's layout and its placement. ``layout`` is null (and nothing else is sent) while the job has
     none; otherwise ``communicators`` and ``pipeline`` describe how the ranks sit on the network."""
@@ -64,3 +90,5 @@ class LayoutResponse(serializers.Serializer):
     layout = LayoutSizes(allow_null=True)
     communicators = LayoutCommunicator(many=True, required=False)
     pipeline = LayoutPipeline(required=False)
+    placement = LayoutPlacementGaps(required=False)
+    placement = LayoutPlacementGaps(required=False)
