@@ -1,10 +1,29 @@
-"""Storing a job's Megatron layout: from sizes, from an exact rank map, or from a parsed log."""
-from django.db import transaction
+"""Storing a job's Megatron layout: from sizes, from an exact rank map, or from a parsed log.
 
-from apps.core.api.exceptions import ErrorItem, InputError
+Refusals are :class:`LayoutRefused` (a domain error, no HTTP in it); the API maps it to a 400 whose
+``errors`` name the fields."""
+from dataclasses import dataclass
+
+from django.db import transaction
 
 from .layout import LayoutError, ParallelSizes, RankLayout, block_placement
 from .models import JobLayout
+
+
+@dataclass(frozen=True)
+class Problem:
+    message: str
+    field: str | None = None  # dotted path into the request body (``ranks.3.host``), None: the whole layout
+
+
+class LayoutRefused(ValueError):
+    """The layout cannot be stored; ``detail`` is one sentence, ``problems`` the positioned reasons."""
+
+    def __init__(self, detail: str, problems: list[Problem]):
+        super().__init__(detail)
+        self.detail = detail
+        self.problems = list(problems)
+
 
 SIZE_FIELDS = ("tp", "pp", "cp", "ep", "etp", "dp", "vpp", "order", "num_layers", "first_stage_layers", "last_stage_layers")
 
@@ -25,8 +44,8 @@ def _world_size(job, data: dict, ranks: list | None) -> int:
         return data["tp"] * data["pp"] * data.get("cp", 1) * data["dp"]
     if job.node_count:
         return job.node_count * tasks_per_node_of(job)
-    raise InputError("The job has no nodes yet, so the world size is unknown: give dp, or wait until the job starts.",
-                     [ErrorItem("give dp or a rank map", field="dp")])
+    raise LayoutRefused("The job has no nodes yet, so the world size is unknown: give dp, or wait until the job starts.",
+                        [Problem("give dp or a rank map", field="dp")])
 
 
 def _check_rank_map(job, ranks: list[dict], tasks_per_node: int) -> list[list]:
@@ -37,20 +56,20 @@ def _check_rank_map(job, ranks: list[dict], tasks_per_node: int) -> list[list]:
         rank, host, local = entry["rank"], entry["host"], entry["local_rank"]
         where = f"ranks.{position}"
         if rank >= len(ranks):
-            problems.append(ErrorItem(f"rank {rank} but only {len(ranks)} ranks were given (ranks are 0..{len(ranks) - 1})", field=f"{where}.rank"))
+            problems.append(Problem(f"rank {rank} but only {len(ranks)} ranks were given (ranks are 0..{len(ranks) - 1})", field=f"{where}.rank"))
         elif rank in seen:
-            problems.append(ErrorItem(f"rank {rank} appears twice (also at ranks.{seen[rank]})", field=f"{where}.rank"))
+            problems.append(Problem(f"rank {rank} appears twice (also at ranks.{seen[rank]})", field=f"{where}.rank"))
         else:
             seen[rank] = position
             ordered[rank] = [host, local]
         if allowed and host not in allowed:
-            problems.append(ErrorItem(f"{host} is not one of this job's nodes", field=f"{where}.host"))
+            problems.append(Problem(f"{host} is not one of this job's nodes", field=f"{where}.host"))
         if local >= tasks_per_node:
-            problems.append(ErrorItem(f"local rank {local} but the job runs {tasks_per_node} tasks per node", field=f"{where}.local_rank"))
+            problems.append(Problem(f"local rank {local} but the job runs {tasks_per_node} tasks per node", field=f"{where}.local_rank"))
         if len(problems) >= 50:
             break
     if problems:
-        raise InputError(f"The rank map has {len(problems)}{'+' if len(problems) >= 50 else ''} problem(s); nothing was stored.", problems)
+        raise LayoutRefused(f"The rank map has {len(problems)}{'+' if len(problems) >= 50 else ''} problem(s); nothing was stored.", problems)
     return ordered
 
 
@@ -66,12 +85,12 @@ def layout_set(job, data: dict, *, source: str, submitted_by: str, warnings: lis
     try:
         layout = RankLayout(ParallelSizes(**sizes_fields), world_size)
     except LayoutError as exc:
-        raise InputError(f"Not a valid Megatron layout: {exc}", [ErrorItem(str(exc), field=None)]) from None
+        raise LayoutRefused(f"Not a valid Megatron layout: {exc}", [Problem(str(exc), field=None)]) from None
     if not ranks:
         try:
             block_placement(world_size, job.node_list, tasks_per_node)
         except LayoutError as exc:
-            raise InputError(f"The layout does not fit the job: {exc}", [ErrorItem(str(exc), field=None)]) from None
+            raise LayoutRefused(f"The layout does not fit the job: {exc}", [Problem(str(exc), field=None)]) from None
     resolved = layout.sizes
     values = {
         "tp": resolved.tp, "pp": resolved.pp, "cp": resolved.cp, "ep": resolved.ep, "etp": resolved.etp, "dp": resolved.dp,

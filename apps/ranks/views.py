@@ -14,25 +14,12 @@ from .ranktable import (
     pipeline_boundaries,
     stage_replica_grid,
 )
+from .selection import SelectionError, parse_selection
 from .selectors import job_ranks
 
 DIMENSION_LABELS = {"pp": "pipeline stage", "dp": "data-parallel replica", "tp": "tensor-parallel lane",
                     "cp": "context-parallel rank", "ep": "expert-parallel rank"}
 MAX_GRID_COLUMNS = 64
-
-
-def _values(text: str) -> list[int] | None:
-    """'6,7' or '0-3' → numbers; None when empty or not understood (the page then selects nothing)."""
-    values = []
-    for part in (text or "").replace(" ", "").split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            values.extend(range(int(low), int(high or low) + 1))
-        else:
-            return None
-    return values or None
 
 
 def ranks_context(job, params, topology, placement) -> dict:
@@ -42,7 +29,13 @@ def ranks_context(job, params, topology, placement) -> dict:
         return context
     layout, table = ranks.layout, ranks.table
     colour = params.get("rank_colour") if params.get("rank_colour") in DIMENSIONS else "pp"
-    selection = {name: _values(params.get(f"sel_{name}", "")) for name in ("dp", "pp", "tp")}
+    # The API's rank filters use the same parser; a bad field is explained next to it and ignored.
+    selection, selection_errors = {}, {}
+    for name in ("dp", "pp", "tp"):
+        try:
+            selection[name] = parse_selection(params.get(f"sel_{name}", ""))
+        except SelectionError as exc:
+            selection[name], selection_errors[name] = None, str(exc)
     selected = table.select(**selection) if any(selection.values()) else None
 
     labels, muted = node_labels(table, colour, selected)
@@ -59,6 +52,7 @@ def ranks_context(job, params, topology, placement) -> dict:
         rank_figure=json.loads(figure.to_json()),
         rank_colour=colour,
         rank_selection={name: params.get(f"sel_{name}", "") for name in ("dp", "pp", "tp")},
+        rank_selection_errors=selection_errors,
         rank_selected_count=None if selected is None else int(np.size(selected)),
         rank_grid=grid,
         rank_grid_truncated=layout.dp > columns,

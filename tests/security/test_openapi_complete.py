@@ -56,6 +56,14 @@ DOCUMENTED = {
     ("post", "/api/v1/vetting/runs/", "201"): "vetting.VettingRunStoredResponse",
 }
 
+# Lists documented today as arrays of bare objects: the documentation serializer of one item.
+DOCUMENTED_ITEMS = {
+    ("get", "/api/v1/catalog/products/", "200"): "catalog.CatalogProductSummary",
+    ("get", "/api/v1/catalog/products/{name}/checks/", "200"): "catalog.CatalogCheckRun",
+    ("get", "/api/v1/namespaces/", "200"): "namespaces.NamespaceSummary",
+    ("get", "/api/v1/namespaces/requests/", "200"): "namespaces.NamespaceRequestResponse",
+}
+
 # Success bodies whose view does not use its documentation serializer yet: those views.py files are being
 # changed by others at the same time. Each line of /work/notes/openapi-wiring.md wires one; remove the entry
 # when you apply it (test_pending_entries_are_still_unwired fails for an entry that is wired already).
@@ -203,6 +211,11 @@ def test_wired_operations_use_their_documentation_serializer():
         expected = {"$ref": f"#/components/schemas/{component_name(documentation_serializer(dotted))}"}
         if body != expected:
             wrong.append(f"{method.upper()} {route} {code}: {body} instead of {expected}")
+    for (method, route, code), dotted in sorted(DOCUMENTED_ITEMS.items()):  # lists: once their items are documented at all
+        items = schema["paths"][route][method]["responses"][code]["content"]["application/json"]["schema"].get("items", {})
+        expected = {"$ref": f"#/components/schemas/{component_name(documentation_serializer(dotted))}"}
+        if not is_bare_object(items) and items != expected:
+            wrong.append(f"{method.upper()} {route} {code} items: {items} instead of {expected}")
     assert not wrong, "\n".join(wrong)
 
 
@@ -240,11 +253,11 @@ def test_the_documentation_serializers_render_without_warnings_next_to_the_whole
     from portal.urls import urlpatterns
 
     probes = [path(f"api/v1/probe/{index}/", _probe_view(documentation_serializer(dotted)).as_view())
-              for index, dotted in enumerate(sorted(set(DOCUMENTED.values())))]
+              for index, dotted in enumerate(sorted({*DOCUMENTED.values(), *DOCUMENTED_ITEMS.values()}))]
     _, alone = _generation_problems(list(urlpatterns))
     schema, together = _generation_problems([*urlpatterns, *probes])
     assert not together - alone, "new warnings:\n" + "\n".join(sorted(together - alone))
-    for dotted in set(DOCUMENTED.values()):
+    for dotted in {*DOCUMENTED.values(), *DOCUMENTED_ITEMS.values()}:
         component = schema["components"]["schemas"][component_name(documentation_serializer(dotted))]
         assert component.get("description"), f"{dotted} has no docstring"
         assert not is_bare_object(component), dotted
@@ -302,6 +315,18 @@ def test_catalog_product_detail(researcher):
 
     for product in DataProduct.objects.all():
         assert_documented("catalog.CatalogProductResponse", _json(researcher.get(f"/api/v1/catalog/products/{product.name}/"), 200))
+
+
+def test_catalog_lists_item_by_item(researcher):
+    from apps.catalog.models import DataProduct
+
+    products = _json(researcher.get("/api/v1/catalog/products/"), 200)
+    assert products
+    for item in products:
+        assert_documented("catalog.CatalogProductSummary", item)
+    for product in DataProduct.objects.all():
+        for item in _json(researcher.get(f"/api/v1/catalog/products/{product.name}/checks/?limit=5"), 200):
+            assert_documented("catalog.CatalogCheckRun", item)
 
 
 def test_catalog_run_checks(staff):
@@ -371,6 +396,15 @@ def test_namespace_detail_and_inventory(researcher):
     for namespace in ManagedNamespace.objects.filter(project__slurm_account__in=["a-astro10", "a-bio06"]):
         assert_documented("namespaces.NamespaceResponse", _json(researcher.get(f"/api/v1/namespaces/{namespace.name}/"), 200))
     assert_documented("namespaces.InventoryResponse", _json(researcher.get("/api/v1/namespaces/inventory/"), 200))
+
+
+def test_namespace_lists_item_by_item(researcher):
+    namespaces, requests = (_json(researcher.get(url), 200) for url in ("/api/v1/namespaces/", "/api/v1/namespaces/requests/"))
+    assert namespaces and requests
+    for item in namespaces:
+        assert_documented("namespaces.NamespaceSummary", item)
+    for item in requests:
+        assert_documented("namespaces.NamespaceRequestResponse", item)
 
 
 def test_namespace_teardown_and_backup_done(researcher):

@@ -1,5 +1,7 @@
 from rest_framework import serializers
 
+from ..selection import EXAMPLE, SelectionError, parse_selection
+
 ORDERS_HELP = "Megatron's order string: 'tp-cp-ep-dp-pp' (default) or 'tp-cp-ep-pp-dp' (--use-tp-pp-dp-mapping)."
 MAX_RANKS = 200_000
 
@@ -23,9 +25,39 @@ class LayoutSerializer(serializers.Serializer):
     num_layers = serializers.IntegerField(min_value=1, max_value=100_000, required=False, allow_null=True)
     first_stage_layers = serializers.IntegerField(min_value=0, max_value=100_000, required=False, allow_null=True)
     last_stage_layers = serializers.IntegerField(min_value=0, max_value=100_000, required=False, allow_null=True)
-    ranks = RankPlacementSerializer(many=True, required=False, allow_null=True, max_length=MAX_RANKS,
-                                    help_text="The exact rank → (host, local_rank) map; Slurm's block distribution when omitted.")
+    # A ListField, not many=True: many=True passes allow_null to every entry too, so [null, null]
+    # got through validation and failed later (a 500). The list may be null, an entry may not.
+    ranks = serializers.ListField(child=RankPlacementSerializer(), required=False, allow_null=True, max_length=MAX_RANKS,
+                                  help_text="The exact rank → (host, local_rank) map; Slurm's block distribution when omitted.")
 
 
 class LogUploadSerializer(serializers.Serializer):
     log = serializers.FileField(help_text="Rank-0 output of the job (Megatron arguments dump, srun -l labels, NCCL INFO lines).")
+
+
+class SelectionField(serializers.CharField):
+    """``6,7`` or ``0-3`` or ``1, 4-5`` as the sorted list of values (None when empty), read by
+    :func:`apps.ranks.selection.parse_selection`, the parser the job page uses too."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("max_length", 20_000)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        text = super().to_internal_value(data)
+        try:
+            return parse_selection(text)
+        except SelectionError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class RankFilterParams(serializers.Serializer):
+    """Query parameters of ``GET .../ranks/``: only ranks with these coordinates."""
+
+    tp = SelectionField(help_text=f"only these tensor-parallel ranks, e.g. {EXAMPLE}")
+    cp = SelectionField(help_text=f"only these context-parallel ranks, e.g. {EXAMPLE}")
+    ep = SelectionField(help_text=f"only these expert-parallel ranks, e.g. {EXAMPLE}")
+    dp = SelectionField(help_text=f"only these data-parallel replicas, e.g. {EXAMPLE}")
+    pp = SelectionField(help_text=f"only these pipeline stages (0-based), e.g. {EXAMPLE}")

@@ -1,12 +1,13 @@
 """Job layout endpoints: /api/v1/jobs/<cluster>/<job_id>/layout/, .../layout/log/, .../ranks/."""
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.api.params import parse_query
 from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
@@ -14,8 +15,8 @@ from apps.jobs.selectors import job_get_for_user
 from ..logparse import LogParseError, parse_megatron_log
 from ..ranktable import DIMENSIONS, boundary_verdict, communicator_spans, pipeline_boundaries
 from ..selectors import job_ranks
-from ..services import layout_set
-from .serializers import LayoutSerializer, LogUploadSerializer
+from ..services import LayoutRefused, layout_set
+from .serializers import LayoutSerializer, LogUploadSerializer, RankFilterParams
 
 MAX_LOG_BYTES = 200 * 1024 * 1024
 
@@ -29,6 +30,14 @@ def _job_for(request, cluster: str, job_id: int, *, write: bool):
     if write and not (token_job(request) is not None or request.user.is_staff or request.user.get_username() == job.user_name):
         raise exceptions.PermissionDenied("Only the job's user, staff or the job's own token may set its layout.")
     return job
+
+
+def _store(job, data: dict, **kwargs) -> None:
+    """``layout_set``, its refusals answered as a 400 that names the fields."""
+    try:
+        layout_set(job, data, **kwargs)
+    except LayoutRefused as exc:
+        raise InputError(exc.detail, [ErrorItem(problem.message, field=problem.field) for problem in exc.problems]) from None
 
 
 def layout_body(job) -> dict:
@@ -66,7 +75,7 @@ class LayoutView(APIView):
         serializer = LayoutSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        layout_set(job, data, source="map" if data.get("ranks") else "sizes", submitted_by=request.user.get_username())
+        _store(job, data, source="map" if data.get("ranks") else "sizes", submitted_by=request.user.get_username())
         return Response(layout_body(job))
 
 
@@ -96,28 +105,8 @@ class LayoutLogView(APIView):
             data["ranks"] = parsed.ranks
         for key in ("world_size",):
             data.pop(key, None)
-        layout_set(job, data, source="log", submitted_by=request.user.get_username(), warnings=parsed.warnings)
+        _store(job, data, source="log", submitted_by=request.user.get_username(), warnings=parsed.warnings)
         return Response(layout_body(job))
-
-
-def _int_list(request, name: str) -> list[int] | None:
-    text = request.query_params.get(name, "").strip()
-    if not text:
-        return None
-    values = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part[1:]:
-            low, high = part.split("-", 1)
-            if low.isdigit() and high.isdigit() and int(low) <= int(high) and int(high) - int(low) < 100_000:
-                values.extend(range(int(low), int(high) + 1))
-                continue
-        elif part.isdigit():
-            values.append(int(part))
-            continue
-        raise InputError(f"{name}={text!r}: expected numbers like 1 or 6,7 or 0-3",
-                         [ErrorItem(f"expected numbers like 1 or 6,7 or 0-3, got {part!r}", field=name)])
-    return values
 
 
 class RanksView(APIView):
@@ -125,12 +114,11 @@ class RanksView(APIView):
 
     authentication_classes = JOB_API_AUTHENTICATION
 
-    @extend_schema(parameters=[OpenApiParameter(name, str, description=f"only these {name} values, e.g. 1 or 6,7 or 0-3")
-                               for name in DIMENSIONS],
-                   responses={200: {"type": "array", "items": {"type": "object"}}})
+    @extend_schema(parameters=[RankFilterParams], responses={200: {"type": "array", "items": {"type": "object"}}})
     def get(self, request, cluster: str, job_id: int):
         job = _job_for(request, cluster, job_id, write=False)
-        wanted = {name: _int_list(request, name) for name in DIMENSIONS}
+        params = parse_query(request, RankFilterParams)
+        wanted = {name: params.get(name) or None for name in DIMENSIONS}
         ranks = job_ranks(job)
         if ranks is None:
             raise InputError("This job has no layout yet: PUT its sizes to .../layout/ first.",
