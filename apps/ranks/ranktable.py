@@ -15,8 +15,42 @@ from apps.topology.placement import HOP_CLASSES, TopologyIndex
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 
 
-class PlacementError(ValueError):
-    """The rank map does not fit the job or the topology; the message says which rank and why."""
+@dataclass(frozen=True)
+class PlacementGaps:
+    """Ranks the topology cannot place on a NIC: their host is not in the topology, or it has no NIC
+    for the rank's local rank. Such ranks keep their host and GPU; NIC, switch and group are unknown."""
+
+    ranks: int = 0  # ranks without a NIC placement
+    hosts_outside: tuple[str, ...] = ()  # hosts of the rank map that the topology does not know
+    nics_missing: tuple[str, ...] = ()  # "host:hsnN" of known hosts that lack the NIC a rank uses
+
+    def __bool__(self) -> bool:
+        return self.ranks > 0
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every host with at least one rank without a NIC placement, outside hosts first."""
+        return self.hosts_outside + tuple(dict.fromkeys(nic.rsplit(":", 1)[0] for nic in self.nics_missing))
+
+    def message(self, world_size: int, shown: int = 5) -> str:
+        if not self.ranks:
+            return ""
+        parts = []
+        if self.hosts_outside:
+            parts.append(f"{len(self.hosts_outside)} host(s) are not in the topology ({_listed(self.hosts_outside, shown)})")
+        if self.nics_missing:
+            parts.append(f"{len(self.nics_missing)} NIC(s) the ranks use are missing from it ({_listed(self.nics_missing, shown)})")
+        return (f"{self.ranks} of {world_size} ranks have no NIC placement: {'; '.join(parts)}. They keep their host "
+                "and GPU, but have no NIC, switch or group, and are left out of the switch and group counts.")
+
+    def as_dict(self, world_size: int) -> dict:
+        return {"ranks_without_nic": self.ranks, "hosts_not_in_topology": list(self.hosts_outside),
+                "nics_missing": list(self.nics_missing), "hosts_without_nic_placement": list(self.hosts),
+                "message": self.message(world_size) or None}
+
+
+def _listed(items, shown: int) -> str:
+    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 @dataclass
@@ -24,21 +58,31 @@ class RankTable:
     coords: dict[str, np.ndarray]  # dimension → value per rank (tp, cp, ep, dp, pp, and the expert view)
     hosts: list[str]
     local_rank: np.ndarray
-    node_row: np.ndarray  # row in the TopologyIndex
-    switch_id: np.ndarray  # dense switch id in the TopologyIndex
+    node_row: np.ndarray  # row in the TopologyIndex; -1: the host is not in the topology
+    switch_id: np.ndarray  # dense switch id in the TopologyIndex; -1: no NIC placement
     index: TopologyIndex
+    gaps: PlacementGaps = PlacementGaps()
 
     @property
     def world_size(self) -> int:
         return len(self.hosts)
 
-    def switch_of(self, rank: int) -> tuple[int, int]:
-        return self.index.switch_keys[int(self.switch_id[rank])]
+    @property
+    def placed(self) -> np.ndarray:
+        """Per rank: True when the topology places it on a NIC (hence a switch and a group)."""
+        return self.switch_id >= 0
 
-    def group_of(self, rank: int) -> int:
-        return int(self.index.switch_group[self.switch_id[rank]])
+    def switch_of(self, rank: int) -> tuple[int, int] | None:
+        switch = int(self.switch_id[rank])
+        return None if switch < 0 else self.index.switch_keys[switch]
 
-    def nic_name(self, rank: int) -> str:
+    def group_of(self, rank: int) -> int | None:
+        switch = int(self.switch_id[rank])
+        return None if switch < 0 else int(self.index.switch_group[switch])
+
+    def nic_name(self, rank: int) -> str | None:
+        if self.switch_id[rank] < 0:
+            return None
         node = self.index.topology.nodes[int(self.node_row[rank])]
         lane = int(self.local_rank[rank])
         return next((nic.name for nic in node.nics if nic.index == lane), "")
@@ -52,35 +96,40 @@ class RankTable:
         return np.flatnonzero(mask)
 
     def rows(self, ranks) -> list[dict]:
-        """The API's rank records for ``ranks`` (sorted by rank)."""
+        """The API's rank records for ``ranks`` (sorted by rank); nic, switch and group are None for
+        a rank without a NIC placement."""
         records = []
         for rank in sorted(int(r) for r in ranks):
-            group, switch = self.switch_of(rank)
+            switch = self.switch_of(rank)
             record = {"rank": rank}
             record.update({dimension: int(self.coords[dimension][rank]) for dimension in DIMENSIONS})
             record.update(host=self.hosts[rank], local_rank=int(self.local_rank[rank]), nic=self.nic_name(rank),
-                          switch=f"{group}.{switch}", group=group)
+                          switch=None if switch is None else f"{switch[0]}.{switch[1]}",
+                          group=None if switch is None else switch[0])
             records.append(record)
         return records
 
 
 def build_rank_table(coords: dict[str, np.ndarray], placement: list[tuple[str, int]], index: TopologyIndex) -> RankTable:
-    """Join per-rank coordinates with where each rank runs. Local rank = GPU = NIC lane."""
+    """Join per-rank coordinates with where each rank runs. Local rank = GPU = NIC lane.
+
+    Every rank keeps the host and local rank ``placement`` gives it. A rank whose host is not in the
+    topology, or whose host has no NIC for its local rank, gets no switch (``switch_id`` -1) and is
+    counted in :attr:`RankTable.gaps`; nothing is refused."""
     hosts = [host for host, _ in placement]
     local = np.fromiter((lane for _, lane in placement), dtype=np.int64, count=len(placement))
-    unknown = sorted({host for host in hosts if host not in index.row_of})
-    if unknown:
-        raise PlacementError(f"{len(unknown)} host(s) of the rank map are not in the topology: {', '.join(unknown[:5])}")
-    rows = np.fromiter((index.row_of[host] for host in hosts), dtype=np.int64, count=len(hosts))
-    if local.size and (local.min() < 0 or local.max() >= index.nic_switch.shape[1]):
-        bad = int(np.flatnonzero((local < 0) | (local >= index.nic_switch.shape[1]))[0])
-        raise PlacementError(f"rank {bad}: local rank {int(local[bad])} but {hosts[bad]} has {index.nic_switch.shape[1]} NICs")
-    switches = index.nic_switch[rows, local]
-    missing = np.flatnonzero(switches < 0)
-    if missing.size:
-        rank = int(missing[0])
-        raise PlacementError(f"rank {rank}: {hosts[rank]} has no NIC hsn{int(local[rank])}")
-    return RankTable(coords=coords, hosts=hosts, local_rank=local, node_row=rows, switch_id=switches, index=index)
+    rows = np.fromiter((index.row_of.get(host, -1) for host in hosts), dtype=np.int64, count=len(hosts))
+    lanes = index.nic_switch.shape[1]
+    usable = (rows >= 0) & (local >= 0) & (local < lanes)
+    switches = np.full(len(hosts), -1, dtype=np.int64)
+    switches[usable] = index.nic_switch[rows[usable], local[usable]]
+    gaps = PlacementGaps()
+    unplaced = np.flatnonzero(switches < 0)
+    if unplaced.size:
+        outside = tuple(dict.fromkeys(hosts[rank] for rank in unplaced if rows[rank] < 0))
+        missing = tuple(dict.fromkeys(f"{hosts[rank]}:hsn{int(local[rank])}" for rank in unplaced if rows[rank] >= 0))
+        gaps = PlacementGaps(ranks=int(unplaced.size), hosts_outside=outside, nics_missing=missing)
+    return RankTable(coords=coords, hosts=hosts, local_rank=local, node_row=rows, switch_id=switches, index=index, gaps=gaps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -94,18 +143,27 @@ class CommunicatorSpan:
     max_switches: int
     max_dragonfly_groups: int
     spanning_groups: int  # communicator groups that span more than one dragonfly group
+    groups_with_unplaced_ranks: int = 0  # groups with a rank without NIC placement (counted over the others)
 
     def as_dict(self) -> dict:
         return self.__dict__.copy()
 
 
-def _distinct_per_row(values: np.ndarray) -> np.ndarray:
-    """Number of distinct values in each row, without a Python loop over rows."""
+def _distinct_per_row(values: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:
+    """Number of distinct values in each row, without a Python loop over rows; with ``known``, only
+    the entries marked True count (values must then be >= 0)."""
+    if known is not None:
+        values = np.where(known, values, -1)
     ordered = np.sort(values, axis=1)
-    return 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
+    distinct = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
+    if known is not None:
+        distinct -= ~known.all(axis=1)  # -1 stood for the unknown entries: not a value
+    return distinct
 
 
 def communicator_spans(table: RankTable, groups_by_kind: dict[str, list[list[int]]]) -> list[CommunicatorSpan]:
+    """Per kind: how many switches and dragonfly groups its communicators span, over the ranks the
+    topology places (ranks without NIC placement are counted in ``groups_with_unplaced_ranks``)."""
     spans = []
     switch_group = table.index.switch_group
     for kind, members_list in groups_by_kind.items():
@@ -113,10 +171,12 @@ def communicator_spans(table: RankTable, groups_by_kind: dict[str, list[list[int
         if members.size == 0:
             continue
         switch_ids = table.switch_id[members]
-        switch_count = _distinct_per_row(switch_ids)
-        group_count = _distinct_per_row(switch_group[switch_ids])
+        known = switch_ids >= 0
+        switch_count = _distinct_per_row(switch_ids, known)
+        group_count = _distinct_per_row(switch_group[np.maximum(switch_ids, 0)], known)
         spans.append(CommunicatorSpan(kind, members.shape[0], members.shape[1], int(switch_count.max()),
-                                      int(group_count.max()), int(np.count_nonzero(group_count > 1))))
+                                      int(group_count.max()), int(np.count_nonzero(group_count > 1)),
+                                      int(np.count_nonzero(~known.all(axis=1)))))
     return spans
 
 
@@ -136,15 +196,22 @@ class Boundary:
 
 @dataclass
 class Boundaries:
-    """Every stage p → p+1 link of every pipeline, as arrays (one entry per link)."""
+    """Every stage p → p+1 link of every pipeline whose two ranks the topology places, as arrays (one
+    entry per link); ``unplaced`` counts the links with a rank without NIC placement."""
 
     table: RankTable
     rank_from: np.ndarray
     rank_to: np.ndarray
     classes: np.ndarray
     hops: np.ndarray
+    unplaced: int = 0
 
     def __len__(self) -> int:
+        """All boundaries, classified or not."""
+        return int(self.rank_from.size) + self.unplaced
+
+    @property
+    def classified(self) -> int:
         return int(self.rank_from.size)
 
     def count(self, hop_class: str) -> int:
@@ -167,9 +234,12 @@ def pipeline_boundaries(table: RankTable, pp_groups) -> Boundaries:
         empty = np.zeros(0, dtype=np.int64)
         return Boundaries(table, empty, empty, empty, empty)
     first, second = members[:, :-1].ravel(), members[:, 1:].ravel()
+    both = table.placed[first] & table.placed[second]
+    unplaced = int(first.size - np.count_nonzero(both))
+    first, second = first[both], second[both]
     classes, hops = table.index.pair_hops_rows(table.node_row[first], table.local_rank[first],
                                                table.node_row[second], table.local_rank[second])
-    return Boundaries(table, first, second, classes, hops)
+    return Boundaries(table, first, second, classes, hops, unplaced)
 
 
 def boundary_verdict(boundaries: Boundaries) -> str:
@@ -177,16 +247,24 @@ def boundary_verdict(boundaries: Boundaries) -> str:
     total = len(boundaries)
     if not total:
         return "There is one pipeline stage: no pipeline boundaries."
+    classified = boundaries.classified
+    if not classified:
+        return (f"None of the {total} pipeline boundaries can be placed on the network: their ranks have no NIC "
+                "placement in the topology.")
+    # Boundaries with a rank the topology cannot place are left out of the verdict, and said so.
+    of = f"{classified} placed" if boundaries.unplaced else f"{total}"
+    unplaced = (f" {boundaries.unplaced} of {total} boundaries involve ranks without NIC placement and are not classified."
+                if boundaries.unplaced else "")
     inter = boundaries.count("inter-group")
     crossing_switch = inter + boundaries.count("same group")
     if not inter:
-        return (f"All {total} pipeline boundaries stay inside one dragonfly group"
-                f"{'' if crossing_switch else ' and on one switch'}; {crossing_switch} cross switches.")
+        return (f"All {of} pipeline boundaries stay inside one dragonfly group"
+                f"{'' if crossing_switch else ' and on one switch'}; {crossing_switch} cross switches.{unplaced}")
     [example] = boundaries.of_class("inter-group", limit=1)
-    return (f"{inter} of {total} pipeline boundaries are inter-group; "
+    return (f"{inter} of {of} pipeline boundaries are inter-group; "
             f"e.g. stage {example.stage}→{example.stage + 1} of replica {example.dp} (tp {example.tp}) "
             f"crosses group {example.group_from} → {example.group_to} (ranks {example.rank_from} → {example.rank_to}, "
-            f"{example.hops} inter-switch hops).")
+            f"{example.hops} inter-switch hops).{unplaced}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,6 +53,8 @@ def ranks_context(job, params, topology, placement) -> dict:
         rank_colour=colour,
         rank_selection={name: params.get(f"sel_{name}", "") for name in ("dp", "pp", "tp")},
         rank_selection_errors=selection_errors,
+        rank_gaps=table.gaps,
+        rank_gaps_message=table.gaps.message(table.world_size),
         rank_selected_count=None if selected is None else int(np.size(selected)),
         rank_grid=grid,
         rank_grid_truncated=layout.dp > columns,

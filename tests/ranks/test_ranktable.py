@@ -3,7 +3,6 @@ import pytest
 
 from apps.ranks.layout import ParallelSizes, RankLayout, block_placement
 from apps.ranks.ranktable import (
-    PlacementError,
     boundary_verdict,
     build_rank_table,
     communicator_spans,
@@ -61,9 +60,36 @@ def test_labels_selection_and_grid():
     assert grid[1]["cells"][1]["rank"] == 18
 
 
-def test_rank_maps_that_do_not_fit_the_topology():
-    layout = RankLayout(ParallelSizes(tp=2, pp=1), 2)
-    with pytest.raises(PlacementError, match="not in the topology: nid999999"):
-        build_rank_table(layout.all_coords(), [("nid999999", 0), ("nid999999", 1)], INDEX)
-    with pytest.raises(PlacementError, match="rank 1: local rank 5 but nid000001 has 2 NICs"):
-        build_rank_table(layout.all_coords(), [("nid000001", 0), ("nid000001", 5)], INDEX)
+def test_rank_maps_that_do_not_fit_the_topology_keep_their_hosts():
+    """Hosts outside the topology and NICs it lacks: ranks keep host and GPU, lose NIC, switch and group."""
+    layout = RankLayout(ParallelSizes(tp=2, pp=2), 8)
+    placement = [("nid999999", 0), ("nid999999", 1), ("nid000001", 0), ("nid000001", 5),
+                 ("nid000009", 0), ("nid000009", 1), ("nid000002", 0), ("nid000002", 1)]
+    table = build_rank_table(layout.all_coords(), placement, INDEX)
+    assert table.hosts == [host for host, _ in placement] and table.local_rank.tolist() == [lane for _, lane in placement]
+    assert table.placed.tolist() == [False, False, True, False, True, True, True, True]
+    assert table.gaps.ranks == 3 and table.gaps.hosts_outside == ("nid999999",)
+    assert table.gaps.nics_missing == ("nid000001:hsn5",) and table.gaps.hosts == ("nid999999", "nid000001")
+    assert table.gaps.message(8) == (
+        "3 of 8 ranks have no NIC placement: 1 host(s) are not in the topology (nid999999); 1 NIC(s) the ranks use are "
+        "missing from it (nid000001:hsn5). They keep their host and GPU, but have no NIC, switch or group, and are left "
+        "out of the switch and group counts.")
+    rows = table.rows(range(8))
+    assert [(r["nic"], r["switch"], r["group"]) for r in rows[:4]] == [(None, None, None)] * 2 + [("hsn0", rows[2]["switch"], 0), (None, None, None)]
+    assert rows[4]["group"] == 1
+    # pp groups: [0, 4], [1, 5], [2, 6], [3, 7]; only 2 → 6 (group 0 → 0) has both ends placed.
+    boundaries = pipeline_boundaries(table, layout.groups_array("pp"))
+    assert (len(boundaries), boundaries.classified, boundaries.unplaced) == (4, 1, 3)
+    assert boundary_verdict(boundaries).endswith("3 of 4 boundaries involve ranks without NIC placement and are not classified.")
+    spans = {span.kind: span for span in communicator_spans(table, {k: layout.groups_array(k) for k in ("tp", "dp", "pp")})}
+    assert spans["tp"].groups_with_unplaced_ranks == 2 and spans["tp"].max_switches == 2  # [6, 7]: one node, two NICs
+    # Only the placed members count: pp [2, 6] stays in group 0; dp [4, 6] and [5, 7] join groups 1 and 0; [1, 3] has none.
+    assert (spans["pp"].max_dragonfly_groups, spans["pp"].spanning_groups, spans["pp"].groups_with_unplaced_ranks) == (1, 0, 3)
+    assert (spans["dp"].max_dragonfly_groups, spans["dp"].spanning_groups, spans["dp"].groups_with_unplaced_ranks) == (2, 2, 2)
+    grid = stage_replica_grid(table, layout.rank_of, layout.pp, 2, set())
+    assert grid[0]["cells"][0]["group"] is None and grid[0]["cells"][0]["switch"] is None
+    # Nothing placed at all: said so, no classification.
+    nowhere = build_rank_table(layout.all_coords(), [("nid999999", lane % 2) for lane in range(8)], INDEX)
+    assert boundary_verdict(pipeline_boundaries(nowhere, layout.groups_array("pp"))).startswith(
+        "None of the 4 pipeline boundaries can be placed on the network")
+    assert communicator_spans(nowhere, {"tp": layout.groups_array("tp")})[0].max_switches == 0

@@ -56,6 +56,8 @@ def layout_body(job) -> dict:
         "communicators": [span.as_dict() for span in spans],
         "pipeline": {"boundaries": len(boundaries), "inter_group": boundaries.count("inter-group"),
                      "verdict": boundary_verdict(boundaries), "inter_group_examples": [b.__dict__ for b in inter]},
+        # Hosts of the rank map the topology cannot place on a NIC: their ranks keep host and GPU.
+        "placement": table.gaps.as_dict(table.world_size),
     }
 
 
