@@ -35,9 +35,9 @@ run: $(BIN)/.installed
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py demo
 	@echo
-	@echo "Belvedere is starting on http://$(BELVEDERE_BIND)/  (Ctrl-C stops web, worker and beat)"
+	@echo "Belvedere is starting on http://$(BELVEDERE_BIND)/  (Ctrl-C stops web, worker and beat; a crashed one restarts)"
 	@echo
-	exec $(BIN)/honcho start -f Procfile
+	exec $(BIN)/python deploy/supervise.py
 
 test: $(BIN)/.installed-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,12 +1,15 @@
-"""The README's run command, end to end: web, worker and beat start; /readyz proves a worker
-process answered through the broker; the login printed on the terminal works."""
+"""The README's run command, end to end, in a terminal (a pseudo-terminal): web, worker and beat
+start; /readyz proves a worker process answered through the broker; the login printed on the
+terminal works; a worker killed with SIGKILL comes back by itself while web keeps answering; Ctrl-C
+stops everything and make ends without an error."""
 import http.cookiejar
 import json
 import os
+import pty
 import re
 import signal
 import socket
-import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -38,28 +41,72 @@ def process_command_line(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
+def parent_pid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def start_in_terminal(args: list[str], env: dict, log_path: Path) -> tuple[int, int]:
+    """Run ``args`` as the foreground job of a new pseudo-terminal; its output goes to ``log_path``.
+    Returns (pid, terminal fd): writing b"\x03" to the fd is pressing Ctrl-C."""
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: session leader with the terminal as its controlling tty
+        os.chdir(BASE_DIR)
+        os.execvpe(args[0], args, env)
+
+    def copy():
+        with open(log_path, "ab", buffering=0) as log:
+            while True:
+                try:
+                    data = os.read(terminal, 4096)
+                except OSError:
+                    return
+                if not data:
+                    return
+                log.write(data)
+
+    threading.Thread(target=copy, daemon=True).start()
+    return pid, terminal
+
+
+def wait_exit(pid: int, timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.2)
+    return None
+
+
 @pytest.mark.integration
-def test_make_run_starts_web_worker_and_beat_and_the_printed_login_works(tmp_path):
+def test_make_run_starts_web_worker_and_beat_restarts_a_killed_worker_and_stops_on_ctrl_c(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {key: value for key, value in os.environ.items()
            if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"} and not key.startswith("BELVEDERE_")}
     env.update(BELVEDERE_DATA_DIR=str(tmp_path / "var"), BELVEDERE_BIND=f"127.0.0.1:{port}",
-               BELVEDERE_BEAT_HEARTBEAT_SECONDS="2", C_FORCE_ROOT="1")
+               BELVEDERE_BEAT_HEARTBEAT_SECONDS="2", C_FORCE_ROOT="1", TERM="dumb")
     log_path = tmp_path / "make-run.log"
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(["make", "run"], cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+    pid, terminal = start_in_terminal(["make", "run"], env, log_path)
+    exit_code = None
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 240
         status, report = 0, {}
         while time.monotonic() < deadline:
-            assert process.poll() is None, log_path.read_text()[-3000:]
+            assert wait_exit(pid, 0) is None, log_path.read_text(errors="replace")[-3000:]
             status, report = fetch_json(f"{base}/readyz")
             if status == 200 and report["checks"]["beat"]["status"] == "ok":
                 break
             time.sleep(1)
-        output = log_path.read_text()
+        output = log_path.read_text(errors="replace")
         assert status == 200, (report, output[-3000:])
         assert f"Belvedere is starting on http://127.0.0.1:{port}/" in output
         assert report["profile"] == "embedded"
@@ -81,10 +128,38 @@ def test_make_run_starts_web_worker_and_beat_and_the_printed_login_works(tmp_pat
             page = response.read().decode()
             assert response.url == f"{base}/"
         assert "Welcome, Dana Demo" in page
+
+        # SIGKILL the worker (its main process; its pool children die with it): web keeps answering,
+        # the supervisor starts a new worker, and readiness comes back with a new worker process.
+        worker = parent_pid(broker["worker_pid"])
+        assert "celery" in process_command_line(worker) and "worker" in process_command_line(worker)
+        web_pids = {int(p) for p in re.findall(r"Booting worker with pid: (\d+)", output)}
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        status, report, healthz = 0, {}, []
+        while time.monotonic() < deadline:
+            healthz.append(fetch_json(f"{base}/healthz")[0])
+            status, report = fetch_json(f"{base}/readyz")
+            if status == 200 and parent_pid(report["checks"]["broker"]["worker_pid"]) != worker:
+                break
+            time.sleep(1)
+        assert status == 200, (report, log_path.read_text(errors="replace")[-3000:])
+        assert not alive(worker) and set(healthz) == {200}, healthz
+        assert all(alive(p) for p in web_pids), "web was restarted, it should have kept running"
+        new_worker = parent_pid(report["checks"]["broker"]["worker_pid"])
+
+        # Ctrl-C in the terminal: everything stops, and make ends without an error.
+        os.write(terminal, b"\x03")
+        exit_code = wait_exit(pid, 90)
+        output = log_path.read_text(errors="replace")
+        assert exit_code == 0, (exit_code, output[-3000:])
+        assert "make: ***" not in output and "Belvedere stopped" in output
+        assert not alive(new_worker) and not any(alive(p) for p in web_pids)
+        assert fetch_json(f"{base}/healthz")[0] == 0
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        if exit_code is None and wait_exit(pid, 0) is None:
+            os.write(terminal, b"\x03")
+            if wait_exit(pid, 60) is None:
+                os.kill(pid, signal.SIGKILL)
+                wait_exit(pid, 10)
+        os.close(terminal)
