@@ -23,15 +23,23 @@ ERROR_SCHEMA = {
 }
 
 _DEFAULT_ERRORS = {
-    "400": "The request is malformed; `errors` says what and where.",
+    "400": "The request is malformed (a query parameter, a path value or the body); `errors` says what and where.",
     "401": "No or invalid credentials.",
-    "403": "Authenticated, but not allowed to see or change this.",
-    "404": "No such object, or not visible to you.",
+    "403": "Authenticated, but not allowed to do this.",
+    "404": "No such object, or not visible to you (the two are never told apart).",
+    "429": "Too many requests: `detail` says when to try again (also in the Retry-After header).",
 }
+# Only where the method can carry a body or change state.
+_WRITE_ERRORS = {
+    "409": "The object changed or went away meanwhile, or its state does not allow this; `detail` says which.",
+    "413": "The body is larger than the limit `detail` names (before or after decompression).",
+}
+_WRITE_METHODS = {"put", "post", "patch", "delete"}
 
 
 def add_error_responses(result, generator, request, public):
-    """Postprocessing hook: add the shared Error component and 4xx responses to each operation."""
+    """Postprocessing hook: add the shared Error component and the 4xx answers every operation can
+    give, so clients and fuzzers can check every answer against the schema."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     reference = {"$ref": "#/components/schemas/Error"}
     for path_item in result.get("paths", {}).values():
@@ -39,8 +47,9 @@ def add_error_responses(result, generator, request, public):
             if method not in {"get", "put", "post", "patch", "delete"}:
                 continue
             responses = operation.setdefault("responses", {})
-            for code, description in _DEFAULT_ERRORS.items():
-                if code == "400" and method in {"get", "delete"}:
-                    continue
+            codes = dict(_DEFAULT_ERRORS)
+            if method in _WRITE_METHODS:
+                codes.update(_WRITE_ERRORS)
+            for code, description in codes.items():
                 responses.setdefault(code, {"description": description, "content": {"application/json": {"schema": reference}}})
     return result
