@@ -90,7 +90,7 @@ _ANSI_RE = re.compile(r"\x1b(?:\[[0-9;:?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\
 _TIMESTAMP_RE = re.compile(
     r"\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?: ?(?:Z|[+-]\d\d:?\d\d|UTC))?\]?:?(?: +|$)"
 )
-_LABEL_RE = re.compile(r"\s*(?:P\d+ +)?(\d{1,7}): ")  # srun -l: "%*d: ", "P<component> %*d: " in het jobs
+_LABEL_RE = re.compile(r"\s*(?:P[0-9]+ +)?([0-9]{1,7}): ")  # srun -l: "%*d: ", "P<component> %*d: " in het jobs
 _ARGS_START_RE = re.compile(r"^\s*-{4,} arguments -{4,}\s*$")
 _ARGS_END_RE = re.compile(r"^\s*-{4,} end of arguments -{4,}\s*$")
 _ARG_RE = re.compile(r"^\s*([A-Za-z_]\w*) (\.*) (.*)$")
@@ -106,10 +106,12 @@ _INITIALIZED_RE = re.compile(
     r"> initializ(?:ed|ing) (tensor model|pipeline model|context|data) parallel with size (\S+)"
 )
 _INITIALIZED_KEYS = {"tensor model": "tp", "pipeline model": "pp", "context": "cp", "data": "dp"}
-_NCCL_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):(\d+):(\d+) \[(-?\d+)\] NCCL INFO ")
-_COMM_RE = re.compile(r"\bcomm (?:0x[0-9A-Fa-f]+|\(nil\)) rank (\d+) n[Rr]anks (\d+)(?=\s|$)")
-_COMM_LOCAL_RE = re.compile(r" nNodes (\d+) localRanks (\d+) localRank (\d+)\b")
-_COMM_CUDADEV_RE = re.compile(r" cudaDev (\d+)\b")
+# Numbers that reach int() are ASCII digits of bounded length: \d also matches other scripts' digits,
+# and int() refuses strings of more than 4,300 digits (a garbled or hostile log must not be a 500).
+_NCCL_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*):([0-9]+):([0-9]+) \[(-?[0-9]{1,9})\] NCCL INFO ")
+_COMM_RE = re.compile(r"\bcomm (?:0x[0-9A-Fa-f]+|\(nil\)) rank ([0-9]{1,9}) n[Rr]anks ([0-9]{1,9})(?=\s|$)")
+_COMM_LOCAL_RE = re.compile(r" nNodes ([0-9]{1,9}) localRanks ([0-9]{1,9}) localRank ([0-9]{1,9})\b")
+_COMM_CUDADEV_RE = re.compile(r" cudaDev ([0-9]{1,9})\b")
 _OFI_RE = re.compile(r"NET/OFI Selected [Pp]rovider is (\S+)")
 
 # Argument dump: name -> (sizes key, smallest valid value); "use_tp_pp_dp_mapping" is a bool.
@@ -139,6 +141,20 @@ _SOURCES = ("arguments", "world_size_line", "initialized_lines", "nccl_init", "s
 def _is_dump_padding(name: str, dots: str) -> bool:
     """Megatron pads every name with dots to 48 characters (no dots for longer names)."""
     return len(name) + len(dots) == 48 or (not dots and len(name) >= 48)
+
+
+_WHOLE_DIGITS = 12  # no size, layer count or world size comes near 10**12
+
+
+def _whole(value: str, number: int, what: str) -> int | None:
+    """``value`` as a whole number when it is written with the ASCII digits 0-9 (``"²".isdigit()`` is
+    True and ``int("²")`` fails), else None; too many digits is a LogParseError naming the line."""
+    if not value or not value.isascii() or not value.isdigit():
+        return None
+    significant = value.lstrip("0") or "0"
+    if len(significant) > _WHOLE_DIGITS:
+        raise LogParseError(f"{_line(number)}: {what} has {len(significant):,} digits; the line is garbled or not from Megatron")
+    return int(significant)
 
 
 def _line(number: int) -> str:
@@ -217,16 +233,17 @@ class _ArgumentDump:
             return
         if value == "None":
             return
-        if not value.isdigit():
+        whole = _whole(value, number, name)
+        if whole is None:
             raise LogParseError(
                 f"{_line(number)}: {name} is {_shown(value)} in the argument dump, not a whole number: the line is "
                 "garbled (output of several ranks mixed?); run with srun -l, or upload a clean log"
             )
-        if int(value) < minimum:
+        if whole < minimum:
             raise LogParseError(
-                f"{_line(number)}: {name} is {value} in the argument dump; it must be at least {minimum}"
+                f"{_line(number)}: {name} is {whole} in the argument dump; it must be at least {minimum}"
             )
-        self.values[key], self.lines[key] = int(value), number
+        self.values[key], self.lines[key] = whole, number
 
 
 class _Collector:
@@ -275,23 +292,25 @@ class _Collector:
         if match is None:
             return
         values = {}
-        if not match.group(1).isdigit():
+        world_size = _whole(match.group(1), number, "the world size")
+        if world_size is None:
             raise LogParseError(
                 f"{_line(number)}: the 'using world size' line has no world size ({_shown(line)}): the line is "
                 "garbled; run with srun -l, or upload a clean log"
             )
-        values["world_size"] = int(match.group(1))
+        values["world_size"] = world_size
         tail = line[match.end():]
         for key, called, pattern in _WORLD_PARTS:
             part = pattern.search(tail)
             if part is None:
                 continue
-            if not part.group(1).isdigit() or int(part.group(1)) < 1:
+            size = _whole(part.group(1), number, f"the {called}")
+            if size is None or size < 1:
                 raise LogParseError(
                     f"{_line(number)}: the 'using world size' line gives {called} {_shown(part.group(1))}, not a "
                     "positive whole number: the line is garbled; run with srun -l, or upload a clean log"
                 )
-            values[key] = int(part.group(1))
+            values[key] = size
         if "tp" not in values or "pp" not in values:
             raise LogParseError(
                 f"{_line(number)}: the 'using world size' line has no tensor- or pipeline-model-parallel size "
@@ -304,9 +323,9 @@ class _Collector:
         if match is None:
             return
         key = _INITIALIZED_KEYS[match.group(1)]
-        if not match.group(2).isdigit():
+        value = _whole(match.group(2), number, "the parallel size")
+        if value is None:
             raise LogParseError(f"{_line(number)}: {_shown(line)} gives no whole number: the line is garbled")
-        value = int(match.group(2))
         if key in self.initialized and self.initialized[key][0] != value:
             other_value, other_line = self.initialized[key]
             raise LogParseError(

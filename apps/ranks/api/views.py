@@ -6,7 +6,7 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.api.exceptions import ErrorItem, InputError, flatten_validation_detail
 from apps.core.api.params import parse_query
 from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
@@ -102,11 +102,16 @@ class LayoutLogView(APIView):
             parsed = parse_megatron_log(text)
         except LogParseError as exc:
             raise InputError(f"Could not read a layout from the log: {exc}", [ErrorItem(str(exc), field="log")]) from None
-        data = dict(parsed.sizes)
+        # The sizes read from the log meet the bounds a PUT meets (a 12-digit num_layers would overflow
+        # PostgreSQL's integer column: a 500). The rank map is the parser's own, bounded output.
+        sizes = LayoutSerializer(data={key: value for key, value in parsed.sizes.items() if key != "world_size"})
+        if not sizes.is_valid():
+            problems = flatten_validation_detail(sizes.errors)
+            raise InputError(f"The layout read from the log is out of range: {problems[0].field}: {problems[0].message}",
+                             [ErrorItem(f"{problem.field}: {problem.message}", field="log") for problem in problems])
+        data = dict(sizes.validated_data)
         if parsed.ranks:
             data["ranks"] = parsed.ranks
-        for key in ("world_size",):
-            data.pop(key, None)
         _store(job, data, source="log", submitted_by=request.user.get_username(), warnings=parsed.warnings)
         return Response(layout_body(job))
 
