@@ -11,6 +11,7 @@ Plain Python: no Django.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Callable
 
@@ -48,10 +49,12 @@ class ActionResult:
     executed: bool
     message: str
     output: str = ""
+    dry_run: bool = False  # nothing was run because actions are dry runs (not: there was nothing to do)
 
     @property
     def command_line(self) -> str:
-        return " ".join(part if " " not in part else f'{part.split("=", 1)[0]}="{part.split("=", 1)[1]}"' for part in self.command)
+        """The command as a shell reads it back: every argument quoted (a reason with $(...) or backticks stays text)."""
+        return shlex.join(self.command)
 
 
 def parse_node_line(line: str) -> NodeInfo:
@@ -83,7 +86,7 @@ class SlurmNodeActions:
         text = " ".join(f"{PREFIX} {reason}".split())[:200]
         command = [self.scontrol, "update", f"NodeName={host}", "State=DRAIN", f"Reason={text}"]
         if self.dry_run:
-            return ActionResult(host, "drain", command, False, "dry run: Slurm was not changed")
+            return ActionResult(host, "drain", command, False, "dry run: Slurm was not changed", dry_run=True)
         output = self.run(command, self.timeout)
         return ActionResult(host, "drain", command, True, f"{host} drained", output)
 
@@ -94,7 +97,7 @@ class SlurmNodeActions:
             info = self.info(host)
         except Exception as exc:  # noqa: BLE001 - a dry run may not reach Slurm; a real one must
             if self.dry_run:
-                return ActionResult(host, "resume", command, False, f"dry run: Slurm was not asked ({exc})")
+                return ActionResult(host, "resume", command, False, f"dry run: Slurm was not asked ({exc})", dry_run=True)
             raise
         if not info.drained:
             return ActionResult(host, "resume", command, False, f"{host} is not drained in Slurm ({info.state}): nothing to resume")
@@ -103,6 +106,6 @@ class SlurmNodeActions:
             raise ActionRefused(f"{host} was drained{who} with reason '{info.reason}', not by Belvedere: "
                                 "Belvedere only resumes nodes it drained; ask whoever drained it")
         if self.dry_run:
-            return ActionResult(host, "resume", command, False, "dry run: Slurm was not changed")
+            return ActionResult(host, "resume", command, False, "dry run: Slurm was not changed", dry_run=True)
         output = self.run(command, self.timeout)
         return ActionResult(host, "resume", command, True, f"{host} resumed", output)

@@ -175,11 +175,15 @@ def build(context: DemoContext) -> dict:
                 message=result.get("message", "")))
     insert_rows(VettingResult, rows)
     outcome = rules_evaluate(now=now)
-    # A staff member already acted: the hot node is in repair, the flaky one was drained and returned.
+    # A staff member already acted: the hot node was drained and is in repair. That drain is planted history (a dry run
+    # changes no state), so it goes through a backend that asks no Slurm and says so in the event's output.
+    from .actions import SlurmNodeActions
+
+    planted = SlurmNodeActions(lambda command, timeout: "demo history, planted by manage.py demo: no Slurm was asked", dry_run=False)
     for host, steps in ((hot, (("drain", "GPU 2 at 71 °C idle, three weeks running"), ("repair", "RMA: thermal pad on GPU 2"))),):
         for action, reason in steps:
             try:
-                node_act(host, action, actor=DEMO_STAFF, reason=reason)
+                node_act(host, action, actor=DEMO_STAFF, reason=reason, backend=planted)
             except Exception:  # noqa: BLE001 - a state the rules did not reach: skip, the demo stays consistent
                 break
     failing = VettingResult.objects.filter(run__submitter=DEMO_SUBMITTER, outcome__in=("fail", "critical")).values("host").annotate(

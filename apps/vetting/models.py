@@ -164,8 +164,9 @@ class NodeHealthEvent(models.Model):
     action = models.CharField(max_length=20, help_text="rule, acknowledge, drain, repair, return, clear")
     actor = models.CharField(max_length=150, help_text="A username, or rule:<slug> v<version>.")
     reason = models.CharField(max_length=500, blank=True)
-    command = models.CharField(max_length=300, blank=True, help_text="The scontrol command, run or (dry run) not.")
+    command = models.TextField(blank=True, help_text="The scontrol command, shell-quoted, run or (dry run) not; never cut short.")
     executed = models.BooleanField(default=False)
+    dry_run = models.BooleanField(default=False, help_text="A dry run: what would have run; the node's state did not change.")
     output = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
 

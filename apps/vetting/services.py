@@ -239,7 +239,8 @@ class ActionFailed(RuntimeError):
 
 def node_act(host: str, action: str, *, actor: str, reason: str, backend: SlurmNodeActions | None = None) -> NodeHealthEvent:
     """A staff action on a node (acknowledge, drain, repair, return, clear) with a reason; drain and
-    return go through the Slurm backend (a dry run unless VETTING_ACTIONS_DRY_RUN is off)."""
+    return go through the Slurm backend (a dry run unless VETTING_ACTIONS_DRY_RUN is off). A dry run is
+    recorded as an event with ``dry_run`` set and leaves the node's state (and its recommendations) as it was."""
     reason = " ".join(str(reason or "").split())
     if not reason:
         raise TransitionError("say why: a reason is recorded with every action")
@@ -260,10 +261,13 @@ def node_act(host: str, action: str, *, actor: str, reason: str, backend: SlurmN
             raise
         except Exception as exc:  # noqa: BLE001 - scontrol missing, timed out or refused: nothing changes here
             raise ActionFailed(f"Slurm did not {action} {host}: {exc}") from exc
+        dry_run = bool(result and result.dry_run)
         event = NodeHealthEvent.objects.create(
-            host=host, from_state=health.state, to_state=target, action=action, actor=actor[:150], reason=reason[:500],
-            command=result.command_line[:300] if result else "", executed=bool(result and result.executed),
-            output=(result.message + ("\n" + result.output if result and result.output else "")) if result else "")
+            host=host, from_state=health.state, to_state=health.state if dry_run else target, action=action, actor=actor[:150],
+            reason=reason[:500], command=result.command_line if result else "", executed=bool(result and result.executed),
+            dry_run=dry_run, output=(result.message + ("\n" + result.output if result and result.output else "")) if result else "")
+        if dry_run:  # recorded as what would have run; the node, its recommendations and Slurm stay as they are
+            return event
         if action == "acknowledge":
             health.acknowledged_by, health.acknowledged_at = actor[:150], timezone.now()
             _acknowledge_recommendations(host)

@@ -96,7 +96,7 @@ class NodeTimelineView(TemplateView):
         context.update(
             host=host, health=health, events=list(reversed(events)), recent=recent, results_count=len(results),
             failures=sum(1 for r in results if r.outcome in BAD_OUTCOMES),
-            figure=json.loads(node_timeline(rows, [{"created": e.created, "to_state": e.to_state} for e in events]).to_json()) if rows else None,
+            figure=json.loads(node_timeline(rows, [{"created": e.created, "to_state": e.to_state} for e in events if not e.dry_run]).to_json()) if rows else None,
             actions=allowed_actions(health.state if health else "healthy"), state_words=STATE_WORDS,
             recommendations=[r for r in open_recommendations() if host in r.hosts],
         )
@@ -169,8 +169,11 @@ class TriageView(StaffRequired, TemplateView):
         except (TransitionError, ActionRefused, ActionFailed) as exc:
             messages.error(request, f"{host}: {exc}")
         else:
-            what = f" — {'ran' if event.executed else 'dry run, would run'}: {event.command}" if event.command else ""
-            messages.success(request, f"{host}: {STATE_WORDS[event.from_state]} → {STATE_WORDS[event.to_state]} ({action}){what}")
+            if event.dry_run:
+                messages.info(request, f"{host}: would {action} (dry run: nothing changed in Slurm or here): {event.command}")
+            else:
+                what = f" — ran: {event.command}" if event.executed else (f" — not run: {event.command}" if event.command else "")
+                messages.success(request, f"{host}: {STATE_WORDS[event.from_state]} → {STATE_WORDS[event.to_state]} ({action}){what}")
         return HttpResponseRedirect(back)
 
 

@@ -51,17 +51,20 @@ def test_filters_a_node_timeline_and_a_triage_action(live_server, page, screensh
     first.get_by_label(f"Reason for {critical_host}").fill("DCGM memory mismatch on GPU 1, isolate")
     first.get_by_role("button", name="drain").click()
     message = page.locator(".messages")
-    expect(message).to_contain_text(f"{critical_host}: drain recommended → drained (drain) — dry run, would run: scontrol update "
-                                     f"NodeName={critical_host} State=DRAIN")
-    assert page.locator(f'#triage-nodes tr[data-host="{critical_host}"]').inner_text().count("drained") >= 1
+    # A dry run is what would run, shell-quoted; the node stays as it was (issue 16 item 11).
+    expect(message).to_contain_text(f"{critical_host}: would drain (dry run: nothing changed in Slurm or here): scontrol update "
+                                     f"NodeName={critical_host} State=DRAIN 'Reason=Belvedere: DCGM memory mismatch on GPU 1, isolate'")
+    row = page.locator(f'#triage-nodes tr[data-host="{critical_host}"]')
+    assert "drain recommended" in row.inner_text() and row.locator(".state--drained").count() == 0
+    assert page.locator('.stats dt:text-is("drained") + dd').inner_text() == "0"
     screenshot(page, "vetting-triage-action")
-    assert NodeHealth.objects.get(host=critical_host).state == "drained"
-    assert NodeHealthEvent.objects.filter(host=critical_host, action="drain", actor="staff").exists()
+    assert NodeHealth.objects.get(host=critical_host).state == "drain_recommended"
+    assert NodeHealthEvent.objects.get(host=critical_host, action="drain", actor="staff").dry_run
 
     # The network coloured by vetting state.
     page.goto(f"{live_server.url}/topology/?color=vetting")
     page.wait_for_selector("[data-figure][data-rendered=true]", timeout=60_000)
     legend = page.evaluate("document.querySelector('[data-figure]').data.map(t => t.name)")
-    assert any(name.startswith("drained") for name in legend) and any(name.startswith("suspect") for name in legend)
+    assert any(name.startswith("in repair") for name in legend) and any(name.startswith("suspect") for name in legend)
     screenshot(page, "vetting-topology")
     assert page.problems.take() == []

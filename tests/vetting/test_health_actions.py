@@ -51,8 +51,27 @@ def test_dry_runs_say_what_they_would_run_and_other_peoples_drains_are_refused()
     run = Recorder(LINE.replace("Reason=Belvedere: 3 failed GPU evaluations in 7 days", "Reason=maintenance"))
     backend = SlurmNodeActions(run, dry_run=True)
     result = backend.drain("node2", "gpu idle failed 3 times")
-    assert not result.executed and result.command_line == 'scontrol update NodeName=node2 State=DRAIN Reason="Belvedere: gpu idle failed 3 times"'
+    assert not result.executed and result.dry_run
+    assert result.command_line == "scontrol update NodeName=node2 State=DRAIN 'Reason=Belvedere: gpu idle failed 3 times'"
     assert run.calls == []
     with pytest.raises(ActionRefused, match="drained by root with reason 'maintenance', not by Belvedere"):
         SlurmNodeActions(run, dry_run=False).resume("node2")
     assert all(call[1] == "show" for call in run.calls)  # never an update
+
+
+@pytest.mark.parametrize("reason", ["$(touch {canary})", "`touch {canary}`", "it's; touch {canary}", '"; touch {canary}; echo "',
+                                    "a\\b $HOME ${{PATH}} | touch {canary} & echo"])
+def test_the_displayed_command_is_shell_quoted(reason, tmp_path):
+    """Issue 16 item 11: the command was shown with naive quoting; pasted into a shell, a reason with $(...) or
+    backticks would run. The displayed line, given to a real shell, must give back exactly the argument list."""
+    import shlex
+    import subprocess
+
+    canary = tmp_path / "ran"
+    result = SlurmNodeActions(Recorder(LINE), dry_run=True).drain("node2", reason.format(canary=canary))
+    line = result.command_line
+    assert shlex.split(line) == result.command
+    echoed = subprocess.run(["sh", "-c", "printf '%s\\n' " + line.removeprefix("scontrol ")], capture_output=True, text=True,
+                            check=True).stdout
+    assert echoed.splitlines() == result.command[1:]
+    assert not canary.exists()

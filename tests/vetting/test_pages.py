@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.vetting.models import NodeHealth, Recommendation, Rule
+from apps.vetting.models import NodeHealth, NodeHealthEvent, Recommendation, Rule
 
 DATA = Path(__file__).parent / "data"
 
@@ -55,11 +55,31 @@ def test_triage_is_staff_only_and_acts_with_a_reason(client, people, vetted, set
     client.force_login(people["ops"])
     page = client.get("/vetting/triage/").content.decode()
     assert 'data-host="nid001235"' in page and "dry run" in page
-    response = client.post("/vetting/triage/", {"host": "nid001235", "action": "drain", "reason": "GPUs at 92 °C idle"}, follow=True)
+    counters = _state_counters(page)
+    assert counters["drained"] == 0 and counters["drain recommended"] == 1
+    # Issue 16 item 11: a dry run showed the node as drained (red badge, DRAINED counter). It changes nothing.
+    response = client.post("/vetting/triage/", {"host": "nid001235", "action": "drain", "reason": "GPUs at $(hot) `92 °C` idle"},
+                           follow=True)
     text = response.content.decode()
-    assert "nid001235: drain recommended → drained (drain) — dry run, would run: scontrol update NodeName=nid001235" in text
-    refused = client.post("/vetting/triage/", {"host": "nid001235", "action": "clear", "reason": "x"}, follow=True).content.decode()
-    assert "cannot be cleared" in refused and NodeHealth.objects.get(host="nid001235").state == "drained"
+    assert ("nid001235: would drain (dry run: nothing changed in Slurm or here): scontrol update NodeName=nid001235 "
+            "State=DRAIN &#x27;Reason=Belvedere: GPUs at $(hot) `92 °C` idle&#x27;") in text
+    assert "→ drained" not in text and _state_counters(text) == counters
+    assert 'class="state state--drained"' not in text
+    health = NodeHealth.objects.get(host="nid001235")
+    assert (health.state, health.drained_by_belvedere) == ("drain_recommended", False)
+    event = NodeHealthEvent.objects.get(host="nid001235", action="drain")
+    assert event.dry_run and not event.executed and event.from_state == event.to_state == "drain_recommended"
+    node = client.get("/vetting/nodes/nid001235/").content.decode()
+    assert "would drain (dry run)" in node and 'id="node-state">drain recommended<' in node
+    refused = client.post("/vetting/triage/", {"host": "nid001235", "action": "repair", "reason": "x"}, follow=True).content.decode()
+    assert "cannot be sent to repair" in refused and NodeHealth.objects.get(host="nid001235").state == "drain_recommended"
+
+
+def _state_counters(page: str) -> dict[str, int]:
+    import re
+
+    block = page.split('aria-label="Nodes by state"', 1)[1].split("</dl>", 1)[0]
+    return {words: int(count) for words, count in re.findall(r"<dt>([^<]+)</dt><dd>(\d+)</dd>", block)}
 
 
 def test_rules_page_and_staff_edit(client, people, db):

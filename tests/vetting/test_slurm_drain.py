@@ -29,7 +29,8 @@ def test_a_drain_through_belvedere_reaches_slurm_with_its_reason_and_is_returned
     try:
         NodeHealth.objects.create(host=node, state="drain_recommended", since="2026-11-23T10:00:00Z")
         event = node_act(node, "drain", actor="ops", reason="gpu-failures-7d: 3 failed GPU evaluations in 7 days")
-        assert event.executed and event.command.startswith(f"scontrol update NodeName={node} State=DRAIN Reason=")
+        assert event.executed and not event.dry_run
+        assert event.command.startswith(f"scontrol update NodeName={node} State=DRAIN 'Reason=Belvedere: ")
         info = state(slurm_env, node)
         assert info.drained and info.reason == "Belvedere: gpu-failures-7d: 3 failed GPU evaluations in 7 days"
         assert info.reason_user == "root" and info.reason_time  # Slurm's record of who and when
@@ -67,5 +68,6 @@ def test_a_dry_run_changes_nothing_in_slurm(slurm_env, db, settings):
     settings.VETTING_ACTIONS_DRY_RUN = True
     node = "nid000002"
     event = node_act(node, "drain", actor="ops", reason="testing the dry run")
-    assert not event.executed and "dry run" in event.output
+    assert not event.executed and event.dry_run and "dry run" in event.output
     assert not state(slurm_env, node).drained and slurm_env.node_states()[node] == "idle"
+    assert NodeHealth.objects.get(host=node).state == "healthy"  # nor here

@@ -41,7 +41,7 @@ class VettingRunSerializer(WhoseJob):
 class NodeHealthEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = NodeHealthEvent
-        fields = ["created", "from_state", "to_state", "action", "actor", "reason", "command", "executed", "output"]
+        fields = ["created", "from_state", "to_state", "action", "actor", "reason", "command", "executed", "dry_run", "output"]
 
 
 class NodeHealthSerializer(serializers.ModelSerializer):
