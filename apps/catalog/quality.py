@@ -45,6 +45,46 @@ def _utc(moment) -> pd.Timestamp:
 
 
 # ---------------------------------------------------------------------------------------------
+# Members that are jobs: whose job it is is not everyone's to know
+
+JOB_POPULATIONS = ("running_jobs", "recent_jobs")
+# measured keys that list members, per check kind: (key, how to read the member out of an item)
+_MEMBER_LISTS = {
+    "freshness": (("stalest", lambda item: item[0]),),
+    "coverage": (("missing", lambda item: item["member"]),),
+    "gaps": (("gaps", lambda item: item["member"]), ("ongoing", lambda item: item)),
+}
+
+
+def members_are_jobs(definition: dict) -> bool:
+    """Whether a product's members are jobs (``alps/4242``): a model source whose member is a job id, or a
+    coverage against a population of jobs. Their ids are shown only to those who may see the job."""
+    member = (definition.get("source") or {}).get("member_field")
+    fields = [member] if isinstance(member, str) else list(member or [])
+    population = ((definition.get("slo") or {}).get("coverage") or {}).get("population")
+    return bool(fields and fields[-1].split("__")[-1] == "job_id") or population in JOB_POPULATIONS
+
+
+def listed_members(kind: str, measured: dict) -> set[str]:
+    return {str(read(item)) for key, read in _MEMBER_LISTS.get(kind, ()) for item in measured.get(key) or []}
+
+
+def redact_members(kind: str, measured: dict, visible: set[str]) -> dict:
+    """``measured`` with its member lists cut to the ``visible`` members; ``<key>_hidden`` counts what was cut
+    (the counts of the check itself stay whole)."""
+    out = dict(measured)
+    for key, read in _MEMBER_LISTS.get(kind, ()):
+        items = measured.get(key)
+        if not items:
+            continue
+        kept = [item for item in items if str(read(item)) in visible]
+        out[key] = kept
+        if len(kept) < len(items):
+            out[f"{key}_hidden"] = len(items) - len(kept)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # Freshness
 
 
@@ -95,8 +135,9 @@ def group_missing(missing: list[str], expected_per_host: dict[str, int] | None =
 
 
 def coverage(present: set[str], expected: set[str], *, target: float, population: str,
-             expected_per_host: dict[str, int] | None = None) -> Result:
-    """Members present ÷ members expected; the missing members listed (grouped by node for GPUs)."""
+             expected_per_host: dict[str, int] | None = None, name_members: bool = True) -> Result:
+    """Members present ÷ members expected; the missing members listed (grouped by node for GPUs). With
+    ``name_members`` off (members that are jobs) the summary gives counts only; ``measured`` still lists them."""
     if not expected:
         return Result("coverage", "skipped", f"nothing expected: the population {population} is empty", {"expected": 0})
     found = present & expected
@@ -108,7 +149,9 @@ def coverage(present: set[str], expected: set[str], *, target: float, population
                 "missing": grouped[:MAX_LISTED], "missing_groups": len(grouped), "unexpected": len(present - expected),
                 "target": target, "population": population}
     what = ""
-    if grouped:
+    if grouped and not name_members:
+        what = f"; {len(missing):,} missing"
+    elif grouped:
         whole = [g["member"] for g in grouped if g.get("whole")]
         shown = ", ".join(whole[:6]) if whole else ", ".join(g["member"] for g in grouped[:6])
         more = (len(whole) if whole else len(grouped)) - 6
@@ -123,7 +166,8 @@ def coverage(present: set[str], expected: set[str], *, target: float, population
 # Gaps
 
 
-def gaps(counts: pd.DataFrame, *, start: datetime, end: datetime, period: int, gap_after: int) -> Result:
+def gaps(counts: pd.DataFrame, *, start: datetime, end: datetime, period: int, gap_after: int,
+         name_members: bool = True) -> Result:
     """Intervals without samples longer than ``gap_after`` sampling periods, per member.
 
     ``counts``: one row per (member, bucket) that has samples (``bucket`` the start of a ``period``-wide
@@ -163,6 +207,10 @@ def gaps(counts: pd.DataFrame, *, start: datetime, end: datetime, period: int, g
                 "start": start_ts.isoformat(), "end": end_ts.isoformat()}
     if not listed:
         summary = f"no gap longer than {gap_after} sampling periods ({age_text(limit)}) in {len(first):,} members"
+    elif not name_members:  # members that are jobs: counts only (``measured`` lists them for those who may see them)
+        summary = (f"{len(listed)} gap(s) in {len(members_with)} of {len(first):,} members"
+                   + (f", {len(ongoing_members)} still silent" if ongoing_members else "")
+                   + f"; longest {age_text(listed[0]['seconds'])}")
     else:
         longest = listed[0]
         summary = (f"{len(listed)} gap(s) in {len(members_with)} of {len(first):,} members"

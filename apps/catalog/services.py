@@ -104,6 +104,7 @@ def evaluate(product: dict, observation: Observation, now: datetime) -> list[qua
         return [quality.Result(kind, "skipped", f"source unavailable: {observation.problem}") for kind in ("freshness", "coverage", "gaps",
                                                                                                           "drift")]
     slo, window = product["slo"], product["checks"]["window"]
+    name_members = not quality.members_are_jobs(product)  # summaries (and so incidents) never name a job
     results = [quality.freshness(observation.newest, now, warn=slo["freshness"]["warn"], error=slo["freshness"]["error"])]
     coverage = slo.get("coverage")
     if coverage and observation.present is not None:
@@ -113,13 +114,14 @@ def evaluate(product: dict, observation: Observation, now: datetime) -> list[qua
             results.append(quality.Result("coverage", "error", str(exc)))
         else:
             results.append(quality.coverage(observation.present, expected.members, target=coverage["target"],
-                                            population=coverage["population"], expected_per_host=expected.per_host))
+                                            population=coverage["population"], expected_per_host=expected.per_host,
+                                            name_members=name_members))
     else:
         results.append(quality.Result("coverage", "skipped", "no coverage target declared" if not coverage else
                                       "the source has no members to count"))
     if slo.get("sampling_period") and observation.counts is not None:
         results.append(quality.gaps(observation.counts, start=now - timedelta(seconds=window), end=now, period=slo["sampling_period"],
-                                    gap_after=slo["gap_after"]))
+                                    gap_after=slo["gap_after"], name_members=name_members))
     else:
         results.append(quality.Result("gaps", "skipped", "no sampling period declared" if not slo.get("sampling_period") else
                                       "no samples in the window"))

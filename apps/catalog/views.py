@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import TemplateView
 
-from .selectors import check_history, facets, incidents, latest_checks, product_get, products
+from .selectors import check_history, facets, incidents, latest_checks, measured_for, product_get, products
 
 NOW_PLACEHOLDER = re.compile(r"\{now(?:-(\d+)([mhd]))?\}")
 
@@ -50,6 +50,8 @@ class ProductView(TemplateView):
         if product is None:
             raise Http404("no such data product")
         latest = latest_checks(product)
+        for run in latest.values():  # shown, never saved: member lists cut to the jobs the reader may see
+            run.measured = measured_for(self.request.user, product, run)
         gaps = latest.get("gaps")
         timeline = None
         if gaps is not None and gaps.measured.get("gaps"):

@@ -139,3 +139,42 @@ def test_the_explorer_shows_a_researcher_only_their_jobs(catalog, client):
     mine = _callback(client, {**INPUTS, "job": "alps/78"}, "")
     assert "one line per host (2)" in mine["note"]["children"]
     assert {trace["name"].split()[0] for trace in mine["plot"]["figure"]["data"]} == {"nid000001", "nid000002"}
+
+
+@pytest.fixture
+def scored_jobs(catalog):
+    """Saturation scores of mia's job, her project's job and a stranger's, scored at different times."""
+    from apps.jobs.models import Cluster, Job
+    from apps.saturation.models import JobSaturation
+
+    now, cluster = catalog["now"], Cluster.objects.get_or_create(name="alps")[0]
+    jobs = {}
+    for job_id, user, account, age in ((101, "mia", "x-none", 50), (102, "lee", "a-llm01", 40), (103, "olga", "b-moe02", 30)):
+        job = Job.objects.create(cluster=cluster, job_id=job_id, user_name=user, account=account, state="COMPLETED",
+                                 submit_time=now - timedelta(hours=3), start_time=now - timedelta(hours=2))
+        JobSaturation.objects.create(job=job, status="ready", score=50.0, computed=now - timedelta(minutes=age))
+        jobs[job_id] = job
+    run_checks(DataProduct.objects.get(name="saturation-scores"), now=now)
+    return jobs
+
+
+def _members(body) -> set[str]:
+    return {member for member, _ in body["quality"]["latest"]["freshness"]["measured"]["stalest"]}
+
+
+def test_saturation_scores_name_only_the_jobs_the_caller_may_see(catalog, scored_jobs, api_client, client):
+    """Issue 16 item 8: the freshness check's ``stalest`` listed every scored job to any signed-in user."""
+    api_client.force_authenticate(catalog["staff"])
+    staff = api_client.get("/api/v1/catalog/products/saturation-scores/").json()
+    assert _members(staff) == {"alps/101", "alps/102", "alps/103"}
+    api_client.force_authenticate(catalog["user"])
+    body = api_client.get("/api/v1/catalog/products/saturation-scores/").json()
+    freshness = body["quality"]["latest"]["freshness"]["measured"]
+    assert _members(body) == {"alps/101", "alps/102"}  # her own job, her project's job; not olga's
+    assert freshness["members"] == 3 and freshness["stalest_hidden"] == 1  # the count stays complete
+    history = api_client.get("/api/v1/catalog/products/saturation-scores/checks/", {"kind": "freshness"}).json()
+    assert {member for run in history for member, _ in run["measured"].get("stalest", [])} == {"alps/101", "alps/102"}
+    assert "alps/103" not in json.dumps(body) + json.dumps(history)
+    client.force_login(catalog["user"])
+    page = client.get("/catalog/saturation-scores/").content.decode()
+    assert "alps/103" not in page

@@ -121,3 +121,23 @@ def test_the_product_state_comes_from_freshness():
     fresh = quality.freshness(newest(a=1), NOW, warn=60, error=120)
     assert quality.product_state([fresh]) == "fresh"
     assert quality.product_state([quality.Result("freshness", "skipped", "no source")]) == "unknown"
+
+
+def test_job_members_are_never_named_in_summaries_and_are_cut_to_what_a_reader_may_see():
+    """Issue 16 item 8: members that are jobs (alps/4242) must not reach readers who may not see the job."""
+    assert quality.members_are_jobs({"source": {"kind": "model", "member_field": ["job__cluster__name", "job__job_id"]}, "slo": {}})
+    assert quality.members_are_jobs({"source": {"kind": "model"}, "slo": {"coverage": {"population": "running_jobs"}}})
+    assert not quality.members_are_jobs({"source": {"kind": "model", "member_field": "host"}, "slo": {}})
+    assert not quality.members_are_jobs({"source": {"kind": "model", "member_field": "cluster__name"}, "slo": {}})
+    frame = pd.concat([counts("alps/1", list(range(60))), counts("alps/2", list(range(25))), counts("alps/3", [m for m in range(60) if not 20 <= m < 32])])
+    named = quality.gaps(frame, start=NOW - timedelta(hours=1), end=NOW, period=60, gap_after=3)
+    private = quality.gaps(frame, start=NOW - timedelta(hours=1), end=NOW, period=60, gap_after=3, name_members=False)
+    assert "alps/2" in named.summary and "alps/" not in private.summary
+    assert private.summary == "2 gap(s) in 2 of 3 members, 1 still silent; longest 35 min" and private.measured == named.measured
+    cover = quality.coverage({"alps/1"}, {"alps/1", "alps/2", "alps/3"}, target=0.9, population="running_jobs", name_members=False)
+    assert "alps/" not in cover.summary and cover.summary.endswith("; 2 missing")
+    cut = quality.redact_members("gaps", private.measured, {"alps/3"})
+    assert [g["member"] for g in cut["gaps"]] == ["alps/3"] and cut["gaps_hidden"] == 1
+    assert cut["ongoing"] == [] and cut["ongoing_hidden"] == 1 and cut["gap_count"] == 2
+    assert quality.listed_members("coverage", cover.measured) == {"alps/2", "alps/3"}
+    assert quality.redact_members("coverage", cover.measured, set())["missing"] == []

@@ -8,14 +8,12 @@ from apps.core.api.exceptions import InputError
 from apps.core.api.permissions import IsStaff
 
 from ..models import CheckRun, DataProduct
-from ..selectors import check_history, incidents, latest_checks, product_get, products
+from ..selectors import check_history, incidents, latest_checks, measured_for, product_get, products
 
 
-def _run(run: CheckRun, measured: bool = True) -> dict:
-    body = {"kind": run.kind, "ran": run.ran, "status": run.status, "summary": run.summary, "duration_ms": run.duration_ms}
-    if measured:
-        body["measured"] = run.measured
-    return body
+def _run(run: CheckRun, user, product: DataProduct) -> dict:
+    return {"kind": run.kind, "ran": run.ran, "status": run.status, "summary": run.summary, "duration_ms": run.duration_ms,
+            "measured": measured_for(user, product, run)}
 
 
 def product_summary(product: DataProduct) -> dict:
@@ -56,7 +54,7 @@ class ProductDetailView(APIView):
         body = product_summary(product)
         open_incidents = [{"kind": i.kind, "opened": i.opened, "message": i.message} for i in incidents(product).filter(closed__isnull=True)]
         body["quality"].update(open_incidents=len(open_incidents), incidents=open_incidents,
-                               latest={kind: _run(run) for kind, run in latest_checks(product).items()})
+                               latest={kind: _run(run, request.user, product) for kind, run in latest_checks(product).items()})
         body["definition"] = {key: value for key, value in product.definition.items() if key not in ("digest", "file")}
         body["versions"] = [{"version": v.version, "loaded": v.loaded, "changes": v.changes} for v in product.versions.all()[:20]]
         return Response(body)
@@ -77,7 +75,7 @@ class ProductChecksView(APIView):
         limit = request.query_params.get("limit", "100")
         if not limit.isdigit() or not 1 <= int(limit) <= 1000:
             raise InputError("limit is a whole number from 1 to 1000")
-        return Response([_run(run) for run in check_history(product, kind=kind, limit=int(limit))])
+        return Response([_run(run, request.user, product) for run in check_history(product, kind=kind, limit=int(limit))])
 
 
 class RunChecksView(APIView):
