@@ -220,7 +220,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # Bounded input: JSON bodies of at most DATA_UPLOAD_MAX_MEMORY_SIZE bytes (413) nested at most
+    # API_MAX_JSON_DEPTH levels (400); ?limit= 1..1000 and ?offset= checked (400 naming them).
+    "DEFAULT_PARSER_CLASSES": [
+        "apps.core.api.parsers.BoundedJSONParser",
+        "apps.core.api.parsers.BoundedFormParser",
+        "apps.core.api.parsers.BoundedMultiPartParser",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "apps.core.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "apps.core.api.exceptions.api_exception_handler",
     # Views opt in with ScopedRateThrottle and a throttle_scope; a refusal is a 429 with Retry-After.

@@ -9,7 +9,8 @@ as an EDF or a log. Raise :class:`InputError` to report positioned problems.
 """
 from dataclasses import dataclass
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -72,6 +73,13 @@ def error_body(detail: str, errors: list[ErrorItem] | None = None) -> dict:
 
 def api_exception_handler(exc, context):
     """DRF exception handler producing the common error body for every handled exception."""
+    if isinstance(exc, RequestDataTooBig):
+        # Django refuses a body past DATA_UPLOAD_MAX_MEMORY_SIZE (DRF reads JSON and form bodies
+        # through request.body): the API says so with a 413 instead of Django's generic 400.
+        exc = InputError(f"The request body is larger than this API accepts (at most "
+                         f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes per request).", status_code=413)
+    elif isinstance(exc, TooManyFieldsSent):
+        exc = InputError(f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS:,} form fields.")
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

@@ -41,6 +41,7 @@ import re
 from typing import Any, NamedTuple
 
 from django.http import QueryDict
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 # PostgreSQL's bigint (Django's BigIntegerField / PositiveBigIntegerField) holds at most this.
@@ -82,6 +83,7 @@ class JobRef(NamedTuple):
         return f"{self.cluster}/{self.job_id}"
 
 
+@extend_schema_field({"type": "string", "pattern": r"^[^/]+/[0-9]+$", "example": "alps/1234"})
 class JobRefField(serializers.Field):
     """``cluster/job_id`` (e.g. ``alps/1234``) as a :class:`JobRef`; the id is ASCII digits within a bigint."""
 
@@ -135,8 +137,19 @@ def parse_params(data, serializer_class: type[serializers.Serializer], *, contex
     """Validate ``data`` (a ``QueryDict`` or a plain dict) with ``serializer_class``; return its
     ``validated_data`` or raise DRF's ``ValidationError`` (400, parameters named)."""
     serializer = serializer_class(data=data, context=context or {})
-    serializer.is_valid(raise_exception=True)
+    if not serializer.is_valid():
+        raise serializers.ValidationError({name: _messages(detail) for name, detail in serializer.errors.items()})
     return dict(serializer.validated_data)
+
+
+def _messages(detail) -> list:
+    """A parameter's errors as a flat list: ``?gpu=0&gpu=x`` names ``gpu`` ("value 2: ..."), not ``gpu.1``."""
+    if isinstance(detail, dict):
+        return [f"value {index + 1}: {message}" if isinstance(index, int) else message
+                for index, messages in detail.items() for message in _messages(messages)]
+    if isinstance(detail, (list, tuple)):
+        return [message for item in detail for message in _messages(item)]
+    return [detail]
 
 
 def parse_query(request, serializer_class: type[serializers.Serializer], *, context: dict | None = None) -> dict:
