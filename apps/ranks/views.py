@@ -15,7 +15,7 @@ from .ranktable import (
     stage_replica_grid,
 )
 from .selection import SelectionError, parse_selection
-from .selectors import job_ranks
+from .selectors import LayoutNoLongerFits, job_ranks
 
 DIMENSION_LABELS = {"pp": "pipeline stage", "dp": "data-parallel replica", "tp": "tensor-parallel lane",
                     "cp": "context-parallel rank", "ep": "expert-parallel rank"}
@@ -23,7 +23,10 @@ MAX_GRID_COLUMNS = 64
 
 
 def ranks_context(job, params, topology, placement) -> dict:
-    ranks = job_ranks(job) if job.node_list else None
+    try:
+        ranks = job_ranks(job) if job.node_list else None
+    except LayoutNoLongerFits as exc:
+        return {"ranks": None, "rank_dimensions": DIMENSION_LABELS, "rank_layout_problem": str(exc)}
     context = {"ranks": ranks, "rank_dimensions": DIMENSION_LABELS}
     if ranks is None:
         return context

@@ -79,3 +79,18 @@ def test_job_page_shows_the_layout_and_the_hosts_without_nic_placement(client, m
     assert "8 of 32 ranks have no NIC placement" in page
     assert "no NIC placement in the topology" in page  # the grid cells of the outside hosts
     assert "8 ranks selected" in page
+
+
+def test_a_layout_that_no_longer_fits_the_job_is_explained(client, make_user, alice, job):
+    """The job's node list shrank after the layout was stored (e.g. Slurm requeued it): 409 and a note, not a 500."""
+    assert alice.put("/api/v1/jobs/alps/1/layout/", {"tp": 4, "pp": 2}, format="json").status_code == 200
+    job.node_list, job.node_count = NODES[:4], 4
+    job.save()
+    for url in ("/api/v1/jobs/alps/1/layout/", "/api/v1/jobs/alps/1/ranks/"):
+        response = alice.get(url)
+        assert response.status_code == 409, response.content
+        assert response.json()["detail"].startswith("The stored layout no longer fits this job: world size 32 needs 8 nodes")
+    client.force_login(make_user("alice-web", accounts=["a-llm01"]))
+    page = client.get("/jobs/alps/1/").content.decode()
+    assert 'id="rank-layout-problem"' in page and "Set the layout again." in page
+    assert alice.put("/api/v1/jobs/alps/1/layout/", {"tp": 4, "pp": 2}, format="json").status_code == 200  # 16 ranks now

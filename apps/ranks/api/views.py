@@ -14,7 +14,7 @@ from apps.jobs.selectors import job_get_for_user
 
 from ..logparse import LogParseError, parse_megatron_log
 from ..ranktable import DIMENSIONS, boundary_verdict, communicator_spans, pipeline_boundaries
-from ..selectors import job_ranks
+from ..selectors import LayoutNoLongerFits, job_ranks
 from ..services import LayoutRefused, layout_set
 from .serializers import LayoutSerializer, LogUploadSerializer, RankFilterParams
 
@@ -40,8 +40,16 @@ def _store(job, data: dict, **kwargs) -> None:
         raise InputError(exc.detail, [ErrorItem(problem.message, field=problem.field) for problem in exc.problems]) from None
 
 
+def _job_ranks(job):
+    """``job_ranks``, a layout that no longer fits the job answered as a 409 that says so."""
+    try:
+        return job_ranks(job)
+    except LayoutNoLongerFits as exc:
+        raise InputError(str(exc), [ErrorItem(str(exc), field=None)], status_code=status.HTTP_409_CONFLICT) from None
+
+
 def layout_body(job) -> dict:
-    ranks = job_ranks(job)
+    ranks = _job_ranks(job)
     if ranks is None:
         return {"layout": None}
     stored, layout, table = ranks.stored, ranks.layout, ranks.table
@@ -126,7 +134,7 @@ class RanksView(APIView):
         job = _job_for(request, cluster, job_id, write=False)
         params = parse_query(request, RankFilterParams)
         wanted = {name: params.get(name) or None for name in DIMENSIONS}
-        ranks = job_ranks(job)
+        ranks = _job_ranks(job)
         if ranks is None:
             raise InputError("This job has no layout yet: PUT its sizes to .../layout/ first.",
                              [ErrorItem("no layout", field=None)], status_code=status.HTTP_404_NOT_FOUND)
