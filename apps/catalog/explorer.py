@@ -18,6 +18,13 @@ import hostlist
 from dash import Input, Output, State, dcc, html
 
 PREFIX = "/catalog/explorer/app/"
+GROUP_BY = ("host", "gpu", "field")
+STATS = ("mean", "min", "max")
+MIN_WINDOW, MAX_WINDOW = 60, 90 * 86400  # a minute to the telemetry store's 90 days
+MAX_FIELDS = 16
+# What each control is called on the page: a bad value's message names it so.
+CONTROL_WORDS = {"product": "Product", "fields": "Fields", "window": "Window", "group_by": "Lines per", "stat": "Statistic",
+                 "hosts": "Nodes", "job": "Job"}
 CURRENT_USER: contextvars.ContextVar = contextvars.ContextVar("catalog_explorer_user", default=None)
 WINDOWS = [("15 min", 900), ("1 h", 3600), ("2 h", 7200), ("6 h", 21600), ("1 day", 86400), ("3 days", 259200), ("7 days", 604800)]
 MAX_BUCKETS = 300
@@ -30,21 +37,82 @@ def _telemetry_products():
     return [p for p in DataProduct.objects.exclude(status="retired").order_by("name") if p.definition["source"]["kind"] == "telemetry"]
 
 
+def _params_serializer():
+    """The controls' values as a serializer checks them (built lazily: DRF needs Django's settings)."""
+    from rest_framework import serializers
+
+    from apps.core.api.fields import StrictCharField
+    from apps.core.api.params import JobRefField, QueryIntegerField
+
+    class PlotParams(serializers.Serializer):
+        product = StrictCharField(max_length=200)
+        fields = serializers.ListField(child=QueryIntegerField(min_value=0, max_value=65535), max_length=MAX_FIELDS, allow_empty=True)
+        window = QueryIntegerField(min_value=MIN_WINDOW, max_value=MAX_WINDOW)
+        group_by = serializers.ChoiceField(choices=GROUP_BY)
+        stat = serializers.ChoiceField(choices=STATS)
+        hosts = StrictCharField(max_length=20_000, allow_blank=True, trim_whitespace=False)
+        job = JobRefField(allow_null=True)
+
+    return PlotParams
+
+
+def check_controls(values: dict) -> tuple[dict | None, str]:
+    """(the controls' values checked, "") or (None, a sentence naming the control that is wrong and why)."""
+    values = {**values, "job": values.get("job") or None}
+    serializer = _params_serializer()(data=values)
+    if serializer.is_valid():
+        return dict(serializer.validated_data), ""
+    name, errors = next(iter(serializer.errors.items()))
+    message = errors[0] if isinstance(errors, list) and errors and not isinstance(errors[0], (dict, list)) else \
+        next((str(item[0]) for item in (errors.values() if isinstance(errors, dict) else []) if item), "not valid")
+    return None, f"{CONTROL_WORDS.get(name, name)}: {message}"
+
+
+def _job_ref(text: str):
+    """``cluster/job_id`` as a JobRef, or None when it is not one."""
+    from rest_framework import serializers
+
+    from apps.core.api.params import JobRefField
+
+    try:
+        return JobRefField().run_validation(text)
+    except serializers.ValidationError:
+        return None
+
+
+def _address_values(query: dict) -> dict:
+    """What the address asks for, each value kept only when it is valid (a pre-filled control never fails)."""
+    from apps.core.api.params import CommaListField, QueryIntegerField, parse_params
+    from rest_framework import serializers
+
+    class AddressParams(serializers.Serializer):
+        fields = CommaListField(child=QueryIntegerField(min_value=0, max_value=65535), max_length=MAX_FIELDS, required=False)
+        window = QueryIntegerField(min_value=MIN_WINDOW, max_value=MAX_WINDOW, required=False)
+        group_by = serializers.ChoiceField(choices=GROUP_BY, required=False)
+        stat = serializers.ChoiceField(choices=STATS, required=False)
+
+    kept = {}
+    for name in ("fields", "window", "group_by", "stat"):
+        if query.get(name):
+            try:
+                kept.update(parse_params({name: query[name]}, AddressParams))
+            except serializers.ValidationError:
+                pass
+    return kept
+
+
 def defaults(product, query: dict) -> dict:
-    """The controls' starting values: the product's explorer block, then what the address asks for."""
+    """The controls' starting values: the product's explorer block, then what the address validly asks for."""
     definition = product.definition
     explorer = definition.get("explorer") or {}
     schema_fields = [column["field"] for column in definition["schema"] if column.get("field") is not None]
     fields = explorer.get("fields") or schema_fields[:2]
-    if query.get("fields"):
-        asked = [int(f) for f in query["fields"].split(",") if f.strip().isdigit()]
-        fields = [f for f in asked if f in schema_fields] or fields
-    window = explorer.get("window", 7200)
-    if query.get("window", "").isdigit():
-        window = int(query["window"])
-    return {"product": product.name, "fields": fields, "window": window, "group_by": query.get("group_by") or explorer.get("group_by", "host"),
-            "stat": query.get("stat") or explorer.get("stat", "mean"), "hosts": query.get("hosts", ""), "job": query.get("job", ""),
-            "step": explorer.get("step", 60)}
+    asked = _address_values(query)
+    if asked.get("fields"):
+        fields = [f for f in asked["fields"] if f in schema_fields] or fields
+    return {"product": product.name, "fields": fields, "window": asked.get("window", explorer.get("window", 7200)),
+            "group_by": asked.get("group_by") or explorer.get("group_by", "host"), "stat": asked.get("stat") or explorer.get("stat", "mean"),
+            "hosts": str(query.get("hosts", ""))[:20_000], "job": str(query.get("job", ""))[:200], "step": explorer.get("step", 60)}
 
 
 def field_options(product) -> list[dict]:
@@ -60,8 +128,9 @@ def job_options(user) -> list[dict]:
             for job in jobs]
 
 
-def plot(user, *, product_name: str, fields: list[int], window: int, group_by: str, stat: str, hosts_text: str, job_key: str):
-    """The figure and a sentence for the controls' values, as ``user`` may see them."""
+def plot(user, *, product_name: str, fields: list[int], window: int, group_by: str, stat: str, hosts_text: str, job_key):
+    """The figure and a sentence for the controls' values (checked: see ``check_controls``), as ``user`` may see them.
+    ``job_key`` is a JobRef (or "cluster/id" text), or empty."""
     from django.utils import timezone
 
     from apps.telemetry.backends.base import Query, TelemetryUnavailable
@@ -76,7 +145,7 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
         return series_figure(None, group_by=group_by, stat=stat, labels={})[0], "Choose a telemetry product."
     labels = {column["field"]: f"{column['name']} ({column.get('unit', '')})" for column in product.definition["schema"]
               if column.get("field") is not None}
-    fields = [int(f) for f in fields or [] if int(f) in labels]
+    fields = [f for f in fields or [] if f in labels]
     if not fields:
         return series_figure(None, group_by=group_by, stat=stat, labels=labels)[0], "Choose at least one field."
     end = timezone.now()
@@ -95,8 +164,9 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
     else:
         from apps.jobs.selectors import job_get_for_user
 
-        cluster, _, job_id = (job_key or "").partition("/")
-        job = job_get_for_user(user, cluster, int(job_id)) if job_id.isdigit() else None
+        if isinstance(job_key, str):
+            job_key = _job_ref(job_key)
+        job = job_get_for_user(user, job_key.cluster, job_key.job_id) if job_key else None
         if job is None:
             return (series_figure(None, group_by=group_by, stat=stat, labels=labels)[0],
                     "Choose one of your jobs: you may plot the nodes of your own and your projects' jobs (staff: any nodes).")
@@ -116,10 +186,10 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
     return figure, f"{sentence} {len(frame):,} buckets of {step} s from {start:%Y-%m-%d %H:%M} to {end:%H:%M} UTC."
 
 
-def _query(search: str | None) -> dict:
+def _query(search) -> dict:
     from urllib.parse import parse_qs
 
-    return {key: values[-1] for key, values in parse_qs((search or "").lstrip("?")).items()}
+    return {key: values[-1] for key, values in parse_qs((search if isinstance(search, str) else "").lstrip("?")).items()}
 
 
 @lru_cache(maxsize=1)
@@ -173,7 +243,7 @@ def dash_app() -> dash.Dash:
         """The product's fields; the address's (or the product's explorer) choice of them."""
         from .models import DataProduct
 
-        product = DataProduct.objects.filter(name=product_name).first()
+        product = DataProduct.objects.filter(name=product_name).first() if isinstance(product_name, str) else None
         if product is None:
             return [], []
         query = _query(search)
@@ -183,8 +253,16 @@ def dash_app() -> dash.Dash:
                   Input("window", "value"), Input("group_by", "value"), Input("stat", "value"), Input("hosts", "value"),
                   Input("job", "value"), State("url", "search"))
     def draw(product_name, fields, window, group_by, stat, hosts_text, job_key, _search):
-        figure, note = plot(CURRENT_USER.get(), product_name=product_name or "", fields=fields or [], window=int(window or 7200),
-                            group_by=group_by or "host", stat=stat or "mean", hosts_text=hosts_text or "", job_key=job_key or "")
-        return figure, note
+        """Every value is checked first: a wrong one (a browser or a script may send anything) is an empty figure
+        and a note naming the control, never an error."""
+        values, problem = check_controls({"product": product_name or "", "fields": [] if fields is None else fields,
+                                          "window": 7200 if window is None else window, "group_by": group_by or "host",
+                                          "stat": stat or "mean", "hosts": hosts_text or "", "job": job_key or None})
+        if values is None:
+            from .figures import series_figure
+
+            return series_figure(None, group_by="host", stat="mean", labels={})[0], problem
+        return plot(CURRENT_USER.get(), product_name=values["product"], fields=values["fields"], window=values["window"],
+                    group_by=values["group_by"], stat=values["stat"], hosts_text=values["hosts"], job_key=values["job"])
 
     return app

@@ -95,9 +95,13 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
 def explorer_app(request, path=""):
     """Hand the request to the Dash (Flask) app in this process, with the signed-in user set for its callbacks."""
     from csp.decorators import csp_update
+    from dash.exceptions import DependencyException
 
     from .explorer import CURRENT_USER, dash_app
 
+    # A path that climbs ('..'), or names a file Dash does not serve, is not the explorer's: 404, not Dash's error.
+    if any(part in (".", "..") or "\\" in part or "\x00" in part for part in request.path.split("/")):
+        raise Http404("no such file of the explorer")
     app = dash_app()
     environ = dict(request.META)
     body = request.body
@@ -114,6 +118,8 @@ def explorer_app(request, path=""):
         content = b"".join(chunks)
         if hasattr(chunks, "close"):
             chunks.close()
+    except DependencyException as exc:  # a component file that is not one of the registered packages' files
+        raise Http404("no such file of the explorer") from exc
     finally:
         CURRENT_USER.reset(token)
     response = HttpResponse(content, status=int(captured["status"].split()[0]))

@@ -40,7 +40,8 @@ def test_the_product_list_searches_and_filters(catalog, api_client):
     assert names(state="unknown") == ["slingshot-nic-counters"]
     assert "gpu-error-counters" in names(state="stale")  # no sample at all: stale
     bad = api_client.get("/api/v1/catalog/products/", {"state": "rotten"})
-    assert bad.status_code == 400 and bad.json()["detail"] == "state is one of fresh, aging, stale, unknown"
+    assert bad.status_code == 400 and bad.json()["errors"] == [
+        {"field": "state", "line": None, "message": "state is one of fresh, aging, stale, unknown"}]
 
 
 def test_a_product_with_its_current_quality(catalog, api_client):
@@ -57,6 +58,9 @@ def test_a_product_with_its_current_quality(catalog, api_client):
     history = api_client.get("/api/v1/catalog/products/dcgm-device/checks/", {"kind": "coverage"}).json()
     assert [run["status"] for run in history] == ["fail"]
     assert api_client.get("/api/v1/catalog/products/dcgm-device/checks/", {"limit": "0"}).status_code == 400
+    for limit in ("²", "٣", "1e3", "6760759693754570375168"):  # issue 16 item 6: "²".isdigit() then int() was a 500
+        response = api_client.get("/api/v1/catalog/products/dcgm-device/checks/", {"limit": limit})
+        assert response.status_code == 400 and [e["field"] for e in response.json()["errors"]] == ["limit"], (limit, response.content)
     assert api_client.get("/api/v1/catalog/products/dcgm-device/checks/", {"kind": "speed"}).status_code == 400
     assert api_client.get("/api/v1/catalog/products/no-such/").status_code == 404
 
@@ -89,13 +93,17 @@ def test_the_pages(catalog, client):
     assert 'src="/catalog/explorer/app/?product=dcgm-device"' in explorer
 
 
-def _callback(client, inputs: dict, search: str):
-    """Post one Dash callback the way the browser's renderer does."""
+def _callback_body(inputs: dict, search: str) -> dict:
     outputs = "..plot.figure...note.children.."
-    body = {"output": outputs, "outputs": [{"id": "plot", "property": "figure"}, {"id": "note", "property": "children"}],
+    return {"output": outputs, "outputs": [{"id": "plot", "property": "figure"}, {"id": "note", "property": "children"}],
             "inputs": [{"id": key, "property": "value", "value": value} for key, value in inputs.items()],
             "changedPropIds": ["product.value"], "state": [{"id": "url", "property": "search", "value": search}]}
-    response = client.post("/catalog/explorer/app/_dash-update-component", json.dumps(body), content_type="application/json")
+
+
+def _callback(client, inputs: dict, search: str):
+    """Post one Dash callback the way the browser's renderer does."""
+    response = client.post("/catalog/explorer/app/_dash-update-component", json.dumps(_callback_body(inputs, search)),
+                           content_type="application/json")
     assert response.status_code == 200, response.content[:500]
     return response.json()["response"]
 
@@ -178,3 +186,61 @@ def test_saturation_scores_name_only_the_jobs_the_caller_may_see(catalog, scored
     client.force_login(catalog["user"])
     page = client.get("/catalog/saturation-scores/").content.decode()
     assert "alps/103" not in page
+
+
+BAD_CALLBACK_VALUES = [
+    ({"window": "abc"}, "Window"),
+    ({"window": 1e12}, "Window"),
+    ({"window": -5}, "Window"),
+    ({"window": [1]}, "Window"),
+    ({"fields": ["x"]}, "Fields"),
+    ({"fields": [10**30]}, "Fields"),
+    ({"fields": "155"}, "Fields"),
+    ({"group_by": "evil"}, "Lines per"),
+    ({"stat": {"a": 1}}, "Statistic"),
+    ({"hosts": ["nid000001"]}, "Nodes"),
+    ({"job": "alps/²"}, "Job"),
+    ({"job": "alps/99999999999999999999999"}, "Job"),
+    ({"product": 5}, "Product"),
+]
+
+EXPLORER_PATHS_OUTSIDE = [
+    "_dash-component-suites/../../../etc/passwd",
+    "_dash-component-suites/dash/..%2f..%2fsettings.py",
+    "_dash-component-suites/dash/%2e%2e/%2e%2e/dash.py",
+    "_dash-component-suites/dash/../dash.py",
+    "_dash-component-suites/nope/x.js",
+    "_dash-component-suites/dash/deps/nothing-here.js",
+    "assets/../explorer.py",
+]
+
+
+def test_explorer_callbacks_answer_bad_values_with_a_message_and_bad_paths_with_404(catalog, client):
+    """Issue 16 item 6: window "abc", 1e12 or fields ["x"] raised inside the callback, and asset paths with '..'
+    answered 500. Each bad value gets an empty figure and a note naming the control; each path a 404."""
+    client.force_login(catalog["staff"])
+    client.raise_request_exception = False  # a 500 is an answer to record here, not an exception in the test
+    wrong = []
+    for changed, words in BAD_CALLBACK_VALUES:
+        response = client.post("/catalog/explorer/app/_dash-update-component",
+                               json.dumps(_callback_body({**INPUTS, **changed}, "?product=dcgm-device")), content_type="application/json")
+        if response.status_code != 200:
+            wrong.append((changed, response.status_code))
+            continue
+        answer = response.json()["response"]
+        if not answer["note"]["children"].startswith(words) or answer["plot"]["figure"]["data"] != []:
+            wrong.append((changed, answer["note"]["children"]))
+    for path in EXPLORER_PATHS_OUTSIDE:
+        status = client.get(f"/catalog/explorer/app/{path}").status_code
+        if status != 404:
+            wrong.append((path, status))
+    assert wrong == [], "\n".join(map(repr, wrong))
+    assert _callback(client, INPUTS, "?product=dcgm-device")["plot"]["figure"]["data"]  # good values still plot
+    # The address pre-fills the controls: a value that is not valid there is left out, not a crash ("²".isdigit()).
+    from apps.catalog.explorer import defaults
+
+    product = DataProduct.objects.get(name="dcgm-device")
+    plain = defaults(product, {})
+    asked = defaults(product, {"window": "²", "fields": "²,155,x", "group_by": "evil", "stat": "max"})
+    assert (asked["window"], asked["fields"], asked["group_by"], asked["stat"]) == (plain["window"], plain["fields"], plain["group_by"], "max")
+    assert defaults(product, {"window": "3600", "fields": "150"})["window"] == 3600

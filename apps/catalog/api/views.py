@@ -1,10 +1,11 @@
 """Catalogue endpoints under /api/v1/catalog/: products with their current quality, and the checks' history."""
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.core.api.exceptions import InputError
+from apps.core.api.params import QueryIntegerField, parse_query
 from apps.core.api.permissions import IsStaff
 
 from ..models import CheckRun, DataProduct
@@ -26,19 +27,33 @@ def product_summary(product: DataProduct) -> dict:
                         "next_run": product.next_run, "open_incidents": getattr(product, "open_incidents", None)}}
 
 
+STATE_CHOICES = ["fresh", "aging", "stale", "unknown"]
+KIND_CHOICES = ["freshness", "coverage", "gaps", "drift"]
+
+
+class ProductListParams(serializers.Serializer):
+    q = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False,
+                              help_text="Words in name, title, purpose, tags, columns (the first 200 characters count).")
+    domain = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    owner = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    state = serializers.ChoiceField(choices=STATE_CHOICES, required=False, allow_blank=True, default="",
+                                    error_messages={"invalid_choice": "state is one of fresh, aging, stale, unknown"})
+
+
+class ChecksParams(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=KIND_CHOICES, required=False, allow_blank=True, default="",
+                                   error_messages={"invalid_choice": "kind is one of freshness, coverage, gaps, drift"})
+    limit = QueryIntegerField(min_value=1, max_value=1000, required=False, default=100)
+
+
 class ProductListView(APIView):
     """Data products, with search (``q``: words in name, title, purpose, tags, columns) and filters."""
 
-    @extend_schema(operation_id="catalog_products_list",
-                   parameters=[OpenApiParameter("q", str), OpenApiParameter("domain", str), OpenApiParameter("owner", str),
-                               OpenApiParameter("state", str, enum=["fresh", "aging", "stale", "unknown"])],
+    @extend_schema(operation_id="catalog_products_list", parameters=[ProductListParams],
                    responses={200: {"type": "array", "items": {"type": "object"}}})
     def get(self, request):
-        params = request.query_params
-        state = params.get("state", "")
-        if state and state not in ("fresh", "aging", "stale", "unknown"):
-            raise InputError("state is one of fresh, aging, stale, unknown")
-        found = products(q=params.get("q", "")[:200], domain=params.get("domain", ""), owner=params.get("owner", ""), state=state)
+        params = parse_query(request, ProductListParams)
+        found = products(q=params["q"][:200], domain=params["domain"], owner=params["owner"], state=params["state"])
         return Response([product_summary(product) for product in found])
 
 
@@ -63,19 +78,13 @@ class ProductDetailView(APIView):
 class ProductChecksView(APIView):
     """The history of a product's checks, newest first (``kind`` to pick one; ``limit`` up to 1000)."""
 
-    @extend_schema(parameters=[OpenApiParameter("kind", str, enum=["freshness", "coverage", "gaps", "drift"]),
-                               OpenApiParameter("limit", int)], responses={200: {"type": "array", "items": {"type": "object"}}})
+    @extend_schema(parameters=[ChecksParams], responses={200: {"type": "array", "items": {"type": "object"}}})
     def get(self, request, name):
         product = product_get(name)
         if product is None:
             raise Http404
-        kind = request.query_params.get("kind", "")
-        if kind and kind not in ("freshness", "coverage", "gaps", "drift"):
-            raise InputError("kind is one of freshness, coverage, gaps, drift")
-        limit = request.query_params.get("limit", "100")
-        if not limit.isdigit() or not 1 <= int(limit) <= 1000:
-            raise InputError("limit is a whole number from 1 to 1000")
-        return Response([_run(run, request.user, product) for run in check_history(product, kind=kind, limit=int(limit))])
+        params = parse_query(request, ChecksParams)
+        return Response([_run(run, request.user, product) for run in check_history(product, kind=params["kind"], limit=params["limit"])])
 
 
 class RunChecksView(APIView):
