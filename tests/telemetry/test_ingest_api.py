@@ -192,3 +192,127 @@ def test_exporter_import_and_its_input_errors(api_client, service, store):
     missing = api_client.generic("POST", "/api/v1/telemetry/import/?format=dcgmi-dmon&cluster=alps", b"#Entity GPUTL\n",
                                  content_type="text/plain", HTTP_AUTHORIZATION=f"Token {service}")
     assert missing.status_code == 400 and missing.json()["detail"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bounded input (issue 16, items 2 and 6)
+# ---------------------------------------------------------------------------------------------
+def deflate_bomb(unpacked: int, unit: bytes = b"0,", head: bytes = b"[", tail: bytes = b"0]") -> bytes:
+    import zlib
+
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = unit * (1024 * 1024 // len(unit))
+    parts, written = [compressor.compress(head)], len(head)
+    while written + len(chunk) <= unpacked:
+        parts.append(compressor.compress(chunk))
+        written += len(chunk)
+    parts.append(compressor.compress(tail))
+    return b"".join(parts) + compressor.flush()
+
+
+def test_a_gzip_bomb_is_refused_by_its_ratio_while_inflating(api_client, service, store, settings):
+    bomb = deflate_bomb(80 * 1024 * 1024)  # 80 MiB of "0," in ~80 KB
+    assert len(bomb) < 100_000
+    response = post(api_client, service, bomb, encoding="gzip")
+    assert response.status_code == 413
+    assert "times its compressed size" in response.json()["detail"] and "compression bomb" in response.json()["detail"]
+    # Without the ratio limit, the sample count refuses it, and for a body of no samples the size limit.
+    settings.TELEMETRY_MAX_COMPRESSION_RATIO = 0  # off
+    response = post(api_client, service, bomb, encoding="gzip")
+    assert response.status_code == 413 and "more than 200,000 samples" in response.json()["detail"]
+    response = post(api_client, service, deflate_bomb(80 * 1024 * 1024, unit=b"  ", tail=b"]"), encoding="gzip")
+    assert response.status_code == 413 and "unpacks to more than 67,108,864 bytes" in response.json()["detail"]
+    assert stored(store).empty
+
+
+def test_sample_count_is_checked_while_reading(api_client, service, store, settings):
+    settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST = 1000
+    for content_type, body in (("application/json", b"[" + b"0," * 5000 + b"0]"),
+                               ("application/x-ndjson", b"{}\n" * 5001)):
+        response = post(api_client, service, body, content_type=content_type)
+        assert response.status_code == 413, response.content
+        assert "more than 1,000 samples" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000 + b"]" * 100_000, b'{"samples": [' + b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"]}"])
+def test_json_nested_100k_deep_is_a_400(api_client, service, store, body):
+    response = post(api_client, service, gzip.compress(body), encoding="gzip")
+    assert response.status_code == 400 and "deeper than 32 levels" in response.json()["detail"]
+
+
+def test_an_ndjson_line_nested_deep_is_that_lines_error(api_client, service, store):
+    lines = [json.dumps(sample()), "[" * 100_000 + "]" * 100_000, json.dumps(sample(gpu=1))]
+    response = post(api_client, service, "\n".join(lines).encode(), content_type="application/x-ndjson")
+    assert response.status_code == 200, response.content
+    report = response.json()
+    assert report["accepted"] == 2 and [e["line"] for e in report["errors"]] == [2]
+    assert "longer than" in report["errors"][0]["message"] or "deeper" in report["errors"][0]["message"]
+    deep = "[" * 40 + "]" * 40
+    response = post(api_client, service, "\n".join([json.dumps(sample()), deep]).encode(), content_type="application/x-ndjson")
+    assert "deeper than 32 levels" in response.json()["errors"][0]["message"]
+
+
+def test_a_value_out_of_float_range_is_a_row_error(api_client, service, store):
+    big = 10**400
+    body = ("[" + json.dumps(sample()) + "," + json.dumps(sample(gpu=1)).replace('"value": 0.5', f'"value": {big}')
+            + "," + json.dumps(sample(gpu=2)).replace('"value": 0.5', '"value": 1e400') + "]").encode()
+    response = post(api_client, service, body)
+    assert response.status_code == 200, response.content
+    errors = {e["row"]: e for e in response.json()["errors"]}
+    assert response.json()["accepted"] == 1 and set(errors) == {1, 2}
+    assert errors[1]["field"] == "value" and "too large" in errors[1]["message"]
+    assert errors[2]["field"] == "value" and "finite" in errors[2]["message"]
+    ndjson = "\n".join([json.dumps(sample()), json.dumps(sample(gpu=1)).replace('"value": 0.5', f'"value": {big}')])
+    response = post(api_client, service, ndjson.encode(), content_type="application/x-ndjson")
+    assert response.status_code == 200 and response.json()["errors"][0]["field"] == "value"
+
+
+def test_a_batch_split_across_inflate_pieces_reads_the_same(api_client, service, store):
+    batch = [sample(gpu=g % 8, field=1002, value=i / 1000, seconds_ago=i) for i, g in enumerate(range(3000))]
+    body = gzip.compress(json.dumps({"samples": batch}, indent=1).encode())
+    response = post(api_client, service, body, encoding="gzip")
+    assert response.status_code == 200 and response.json()["accepted"] == 3000
+    assert sorted(stored(store)["value"].tolist()) == sorted(s["value"] for s in batch)
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"job": "alps/5", "gpu": "²"}, "gpu"),
+    ({"job": "alps/²"}, "job"),
+    ({"job": "alps/6760759693754570375168"}, "job"),
+    ({"job": "alps/5", "step": "²"}, "step"),
+    ({"job": "alps/5", "step": "6760759693754570375168"}, "step"),
+    ({"job": "alps/5", "gpu": "6760759693754570375168"}, "gpu"),
+    ({"job": "alps/5", "stats": "mean,p99", "step": "60"}, "stats"),
+    ({"job": "alps/5", "start": "²"}, "start"),
+])
+def test_series_parameters_are_checked_by_a_serializer(api_client, make_user, store, params, field):
+    from apps.jobs.models import Cluster, Job
+
+    Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=5, user_name="alice", account="a-llm01",
+                       state="RUNNING", submit_time=NOW - timedelta(hours=2), start_time=NOW - timedelta(hours=1),
+                       node_list=["nid000001"])
+    api_client.force_authenticate(make_user("alice", accounts=["a-llm01"]))
+    response = api_client.get("/api/v1/telemetry/series/", params)
+    assert response.status_code == 400, response.content
+    assert [e["field"] for e in response.json()["errors"]] == [field]
+
+
+def test_import_parameters_and_bombs(api_client, service, store):
+    def imp(query, body, **headers):
+        return api_client.generic("POST", f"/api/v1/telemetry/import/?{query}", body, content_type="text/plain",
+                                  HTTP_AUTHORIZATION=f"Token {service}", **headers)
+
+    text = (DATA / "exporter_h100_Hostname.prom").read_bytes()
+    for query, field in (("format=dcgmi-dmon&cluster=alps&host=n1&interval=nan", "interval"),
+                         ("format=dcgmi-dmon&cluster=alps&host=n1&interval=1e400", "interval"),
+                         ("format=dcgmi-dmon&cluster=alps&host=n1&interval=²", "interval"),
+                         ("format=%C2%B2&cluster=alps", "format")):
+        response = imp(query, text)
+        assert response.status_code == 400 and [e["field"] for e in response.json()["errors"]] == [field], response.content
+    bomb = deflate_bomb(200 * 1024 * 1024, unit=b"#\n", head=b"", tail=b"")  # 200 MiB of comment lines
+    response = imp("format=dcgm-exporter&cluster=alps", bomb, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 413 and "compression bomb" in response.json()["detail"]
+    gz = gzip.compress(text)
+    ts = (NOW - timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
+    response = imp(f"format=dcgm-exporter&cluster=alps&ts={ts}", gz, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 200 and response.json()["accepted"] > 0
