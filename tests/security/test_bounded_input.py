@@ -192,3 +192,55 @@ def test_gzip_bomb_answers_413_fast_and_the_web_process_stays_small(web_server, 
     ok = json.dumps([{"ts": time.time() - 30, "host": "nid000001", "gpu": 1, "field": 1002, "value": 0.25}]).encode()
     assert request(web_server.port, "POST", "/api/v1/telemetry/samples/", gzip.compress(ok), headers)[0] == 200
     print(f"bomb: {status} after {elapsed:.2f} s; worker grew {growth / MB:.1f} MB (RSS before {before / MB:.0f} MB)")
+
+
+def measure(web_server, send) -> tuple[int | None, bytes, float, int, bool]:
+    """(status, body, seconds, bytes the worker grew by, killed) for one request sent by ``send``."""
+    worker = web_server.worker
+    before = proc_status(worker)["VmRSS"]
+    reset_peak(worker)
+    watch = MemoryWatch(worker, kill_above=before + 3 * GROWTH_LIMIT)
+    watch.start()
+    started = time.monotonic()
+    try:
+        status, answer = send()
+    except (OSError, http.client.HTTPException) as exc:
+        status, answer = None, repr(exc).encode()
+    elapsed = time.monotonic() - started
+    watch.done.set()
+    watch.join()
+    peak = watch.peak if watch.killed else max(watch.peak, proc_status(worker)["VmHWM"])
+    return status, answer, elapsed, peak - before, watch.killed
+
+
+def test_import_bomb_and_deep_json_on_the_real_server(web_server, job_token):
+    """The import endpoint (text read whole by the importers) is bounded the same way, and JSON nested
+    100,000 deep is a 400 on JSON endpoints, with the worker's memory measured."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    staff = Token.objects.create(user=get_user_model().objects.create_user("sam", password="pw-1", is_staff=True)).key
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    comment = b"#\n" * (MB // 2)
+    bomb = b"".join([*(compressor.compress(comment) for _ in range(240)), compressor.flush()])  # 240 MiB of comments
+    headers = {"Authorization": f"JobToken {job_token}", "Content-Type": "text/plain", "Content-Encoding": "gzip"}
+    url = "/api/v1/telemetry/import/?format=dcgm-exporter&host=nid000001"
+    assert request(web_server.port, "POST", url, gzip.compress(b"# nothing\n"), headers)[0] in (200, 400)  # warm-up
+
+    status, answer, elapsed, growth, killed = measure(
+        web_server, lambda: request(web_server.port, "POST", url, bomb, headers, timeout=20))
+    assert not killed, "the worker grew past 600 MB reading the import bomb and was stopped"
+    assert status == 413, (status, answer[:300])
+    assert elapsed < ANSWER_WITHIN_S and growth <= GROWTH_LIMIT, (elapsed, growth / MB)
+
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for path, auth in (("/api/v1/edf/validate/", f"Token {staff}"), ("/api/v1/jobs/events/", f"Token {staff}"),
+                       ("/api/v1/telemetry/samples/", f"JobToken {job_token}")):
+        status, answer, elapsed, growth, killed = measure(web_server, lambda: request(
+            web_server.port, "POST", path, deep, {"Authorization": auth, "Content-Type": "application/json"}))
+        assert status == 400 and b"deeper than" in answer, (path, status, answer[:300])
+        assert not killed and growth <= GROWTH_LIMIT, (path, growth / MB)
+
+    for query in ("limit=6760759693754570375168", "offset=6760759693754570375168", "limit=%C2%B2", "limit=-1"):
+        status, answer = request(web_server.port, "GET", f"/api/v1/jobs/?{query}", headers={"Authorization": f"Token {staff}"})
+        assert status == 400 and json.loads(answer)["errors"][0]["field"] == query.split("=")[0], (query, status, answer[:300])
