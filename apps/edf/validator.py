@@ -604,7 +604,7 @@ class _Checker:
                 hint = 'Write "false".'
             self.add("annotation-value", ERROR, path, f"{flat} does not accept \"{item}\"", hint)
         elif spec.kind == "port":
-            if not (item.isdigit() and 1 <= int(item) <= 65535):
+            if not (re.fullmatch(r"[0-9]{1,5}", item) and 1 <= int(item) <= 65535):  # ASCII digits: "²".isdigit() is True
                 self.add("annotation-value", ERROR, path, f"{flat} = \"{item}\" is not a port number", 'e.g. "15263"')
         elif spec.kind == "version":
             if not re.fullmatch(r"latest|\d+(\.\d+){1,3}", item):

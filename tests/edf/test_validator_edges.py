@@ -34,3 +34,12 @@ def test_boolean_fields_get_a_hint_for_yes_and_no():
 def test_ssh_key_path_with_a_tab_is_key_text():
     text = 'image = "a:1"\nentrypoint = false\n[annotations]\ncom.hooks.ssh.authorize_ssh_key = "/k.pub\\tx"\n'
     assert ("error", "ssh-key-text", 4) in rules(text)
+
+
+def test_a_port_in_other_digits_is_a_finding_not_a_crash():
+    """Issue 16 item 6: "²".isdigit() is True and int("²") raised, so validating this EDF answered 500."""
+    for port in ("²", "١٥٢٦٣", "99999999999999999999", "0"):
+        text = f'image = "a:1"\nentrypoint = false\n[annotations]\n"com.hooks.ssh.port" = "{port}"\n'
+        assert ("error", "annotation-value", 4) in rules(text), port
+    assert not [r for r in rules('image = "a:1"\nentrypoint = false\n[annotations]\n"com.hooks.ssh.port" = "15263"\n')
+                if r[1] == "annotation-value"]

@@ -180,3 +180,17 @@ def test_capacity_taken_by_another_team_is_checked(world, api_client):
     body = api_client.post(f"{URL}?dry_run=1", request_spec(), format="json").json()
     assert {p["field"]: p["message"] for p in body["problems"]}["quota.gpus.0.count"] == \
         "2 1g.10gb slices of NVIDIA H100 SXM 80GB asked, 1 left on the cluster"
+
+
+@pytest.mark.parametrize("query", ["dry_run=maybe", "dry_run=%C2%B2"])
+def test_an_unreadable_dry_run_flag_is_a_400_not_a_submission(alice, query):
+    """Issue 16 item 6: ?dry_run=maybe was read as "no" and submitted the request for real."""
+    response = alice.post(f"{URL}?{query}", request_spec(), format="json")
+    assert response.status_code == 400 and [e["field"] for e in response.json()["errors"]] == ["dry_run"]
+    assert not NamespaceRequest.objects.exists()
+    assert alice.post(f"{URL}?dry_run=true", request_spec(), format="json").json()["valid"] is True
+
+
+def test_a_garbled_content_length_is_not_a_500(alice):
+    response = alice.post(f"{URL}?dry_run=1", request_spec(), format="json", CONTENT_LENGTH="²")
+    assert response.status_code < 500

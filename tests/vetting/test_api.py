@@ -182,3 +182,11 @@ def test_bad_query_parameters_are_400s_that_name_them(api_client, job, people, u
     assert response.status_code == 400, response.content
     assert [error["field"] for error in response.json()["errors"]] == [field]
     assert VettingRun.objects.count() == 0
+
+
+def test_a_garbled_content_length_is_not_a_500(api_client, job, people):
+    api_client.force_authenticate(people["ops"])
+    response = api_client.post("/api/v1/vetting/protocols/validate/", data=b"name: x\n", content_type="text/plain", CONTENT_LENGTH="²")
+    assert response.status_code < 500
+    huge = api_client.post("/api/v1/vetting/protocols/validate/", data=b"name: x\n", content_type="text/plain", CONTENT_LENGTH="9" * 30)
+    assert huge.status_code == 413

@@ -1,11 +1,12 @@
 """Namespace endpoints under /api/v1/namespaces/: requests (with a dry run), namespaces, decisions, teardown."""
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.api.params import parse_query
 from apps.core.api.permissions import IsStaff
 
 from ..models import ManagedNamespace
@@ -58,21 +59,35 @@ def _change_target(spec, user) -> ManagedNamespace | None:
     return namespace if namespace and namespace.state != "archived" and namespace.project.slurm_account == spec["team"] else None
 
 
+class RequestParams(serializers.Serializer):
+    dry_run = serializers.BooleanField(required=False, default=False,
+                                       help_text="Only check the request (1, true, yes); anything else but 0, false, no is a 400.")
+
+
+def _declared_length(request) -> int:
+    """The body's declared length; an unreadable Content-Length counts as none (Django then reads nothing)."""
+    text = str(request.META.get("CONTENT_LENGTH") or "0").strip()
+    if not (text.isascii() and text.isdigit()):
+        return 0
+    return int(text) if len(text) <= 18 else 10**18  # more digits than any body: too large, without int() on them
+
+
 class RequestListView(APIView):
     """POST a namespace request (the spec as JSON). ``?dry_run=1`` only checks it: the problems by field,
     whether a person must approve and who, the rendered manifests and the diff against the repository.
     A request naming a namespace the team already has changes it (day 2). GET lists the caller's teams' requests."""
 
-    @extend_schema(parameters=[OpenApiParameter("dry_run", bool)], request={"application/json": {"type": "object"}},
+    @extend_schema(parameters=[RequestParams], request={"application/json": {"type": "object"}},
                    responses={200: {"type": "object"}, 201: {"type": "object"}})
     def post(self, request):
-        size = int(request.META.get("CONTENT_LENGTH") or 0)
+        dry_run = parse_query(request, RequestParams)["dry_run"]
+        size = _declared_length(request)
         if size > MAX_REQUEST_BYTES:
             raise InputError(f"the request has {size:,} bytes; a namespace request is at most {MAX_REQUEST_BYTES:,} bytes of JSON",
                              status_code=413)
         spec = request.data
         namespace = _change_target(spec, request.user)
-        if request.query_params.get("dry_run") in ("1", "true", "yes"):
+        if dry_run:
             result = preview(spec, request.user, namespace=namespace)
             return Response({"valid": result.check.ok, "name": result.name, "change_of": namespace.name if namespace else None,
                              "problems": [{"field": p.field, "message": p.message} for p in result.check.problems],

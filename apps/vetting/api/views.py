@@ -49,7 +49,9 @@ class TextParser(BaseParser):
 
 def _body_text(request) -> str:
     limit = settings.VETTING_MAX_UPLOAD_BYTES
-    if int(request.META.get("CONTENT_LENGTH") or 0) > limit or len(request.data if isinstance(request.data, bytes) else b"") > limit:
+    declared = str(request.META.get("CONTENT_LENGTH") or "0").strip()
+    declared_size = (int(declared) if len(declared) <= 18 else 10**18) if declared.isascii() and declared.isdigit() else 0
+    if declared_size > limit or len(request.data if isinstance(request.data, bytes) else b"") > limit:
         raise InputError(f"the upload is larger than {limit:,} bytes", status_code=413)
     data = request.data if isinstance(request.data, bytes) else b""
     try:
