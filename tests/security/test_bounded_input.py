@@ -244,3 +244,22 @@ def test_import_bomb_and_deep_json_on_the_real_server(web_server, job_token):
     for query in ("limit=6760759693754570375168", "offset=6760759693754570375168", "limit=%C2%B2", "limit=-1"):
         status, answer = request(web_server.port, "GET", f"/api/v1/jobs/?{query}", headers={"Authorization": f"Token {staff}"})
         assert status == 400 and json.loads(answer)["errors"][0]["field"] == query.split("=")[0], (query, status, answer[:300])
+
+
+@pytest.mark.parametrize("deep", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000])
+def test_import_formats_read_with_positions_refuse_deep_json_as_a_format_error(deep):
+    """Topology and vetting imports parse with a recursive pure-Python scanner (to keep line numbers):
+    100,000 levels are a positioned format error, not a RecursionError (a 500)."""
+    from apps.core.json_positions import TooDeep, loads_with_lines
+    from apps.topology.formats import TopologyFormatError, parse_topology_json
+    from apps.vetting.parsers import parse_dcgm_diag
+    from apps.vetting.records import ParseError
+
+    with pytest.raises(TooDeep) as refused:
+        loads_with_lines(deep)
+    assert refused.value.lineno == 1 and "deeper than 64 levels" in refused.value.msg
+    assert isinstance(loads_with_lines("[" * 64 + "]" * 64), list)  # 64 levels are read
+    with pytest.raises(TopologyFormatError):
+        parse_topology_json(deep)
+    with pytest.raises(ParseError):
+        parse_dcgm_diag(deep if deep.startswith("{") else '{"x": ' + deep + "}", host="nid000001")
