@@ -182,7 +182,7 @@ def lookup(key) -> Field:
         raise UnknownField(key)
     if isinstance(key, str):
         text = key.strip()
-        if text.isdigit() and int(text) in FIELDS:
+        if text.isascii() and text.isdigit() and int(text) in FIELDS:  # "²".isdigit() is True, int("²") fails
             return FIELDS[int(text)]
         field = _BY_NAME.get(text) or _BY_NAME.get(text.upper()) or _BY_DMON.get(text.upper())
         if field is not None:

@@ -260,6 +260,8 @@ def test_a_value_out_of_float_range_is_a_row_error(api_client, service, store):
     assert response.status_code == 200, response.content
     errors = {e["row"]: e for e in response.json()["errors"]}
     assert response.json()["accepted"] == 1 and set(errors) == {1, 2}
+    response = post(api_client, service, [sample(), sample(gpu=1, field="²")])
+    assert response.status_code == 200 and [(e["row"], e["field"]) for e in response.json()["errors"]] == [(1, "field")]
     assert errors[1]["field"] == "value" and "too large" in errors[1]["message"]
     assert errors[2]["field"] == "value" and "finite" in errors[2]["message"]
     ndjson = "\n".join([json.dumps(sample()), json.dumps(sample(gpu=1)).replace('"value": 0.5', f'"value": {big}')])
@@ -284,6 +286,7 @@ def test_a_batch_split_across_inflate_pieces_reads_the_same(api_client, service,
     ({"job": "alps/5", "gpu": "6760759693754570375168"}, "gpu"),
     ({"job": "alps/5", "stats": "mean,p99", "step": "60"}, "stats"),
     ({"job": "alps/5", "start": "²"}, "start"),
+    ({"job": "alps/5", "field": "²"}, "field"),
 ])
 def test_series_parameters_are_checked_by_a_serializer(api_client, make_user, store, params, field):
     from apps.jobs.models import Cluster, Job

@@ -451,7 +451,7 @@ class ElasticsearchBackend(TelemetryBackend):
         try:
             return dcgm_fields.lookup(value).id
         except (KeyError, TypeError):
-            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            if isinstance(value, str) and value.isascii() and value.strip().lstrip("-").isdigit():
                 return int(value)
             return None
 
@@ -690,7 +690,7 @@ def _parse_ts(value) -> int:
     """Nanoseconds from a _source timestamp: ISO text, or a number of epoch milliseconds (the ``date`` default)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(round(float(value) * 1_000_000))
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and value.isascii() and value.strip().lstrip("-").isdigit():
         return int(value) * 1_000_000
     stamp = pd.Timestamp(value)
     return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp).value
