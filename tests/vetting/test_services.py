@@ -8,6 +8,7 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
+from apps.vetting.actions import SlurmNodeActions
 from apps.vetting.health import TransitionError
 from apps.vetting.models import NodeHealth, NodeHealthEvent, Recommendation, Rule, RuleVersion
 from apps.vetting.records import Result, Run
@@ -66,18 +67,28 @@ def test_staff_actions_follow_the_states_and_record_the_command(cluster, setting
     with pytest.raises(TransitionError, match="say why"):
         node_act("nid000010", "drain", actor="ops", reason="  ")
     event = node_act("nid000010", "drain", actor="ops", reason="3 GPU failures this week")
-    assert event.command == 'scontrol update NodeName=nid000010 State=DRAIN Reason="Belvedere: 3 GPU failures this week"'
-    assert not event.executed and "dry run" in event.output
+    assert event.command == "scontrol update NodeName=nid000010 State=DRAIN 'Reason=Belvedere: 3 GPU failures this week'"
+    assert not event.executed and event.dry_run and "dry run" in event.output
+    # a dry run changes nothing: the node, its recommendation (issue 16 item 11)
+    assert (event.from_state, event.to_state) == ("drain_recommended", "drain_recommended")
+    assert NodeHealth.objects.get(host="nid000010").state == "drain_recommended" and Recommendation.objects.get().status == "open"
+    ran = []
+    backend = SlurmNodeActions(lambda command, timeout: ran.append(command) or "", dry_run=False)
+    event = node_act("nid000010", "drain", actor="ops", reason="3 GPU failures this week", backend=backend)
+    assert event.executed and not event.dry_run and ran == [["scontrol", "update", "NodeName=nid000010", "State=DRAIN",
+                                                             "Reason=Belvedere: 3 GPU failures this week"]]
     health = NodeHealth.objects.get(host="nid000010")
-    assert health.state == "drained" and not health.drained_by_belvedere
+    assert health.state == "drained" and health.drained_by_belvedere
     assert Recommendation.objects.get().status == "done"
     with pytest.raises(TransitionError, match="cannot be cleared"):
         node_act("nid000010", "clear", actor="ops", reason="x")
     node_act("nid000010", "repair", actor="ops", reason="RMA for GPU 2")
-    node_act("nid000010", "return", actor="ops", reason="GPU replaced")
+    node_act("nid000010", "return", actor="ops", reason="GPU replaced",
+             backend=SlurmNodeActions(lambda command, timeout: "NodeName=nid000010 State=IDLE+DRAIN Reason=Belvedere: x"
+                                      if command[1] == "show" else "", dry_run=False))
     node_act("nid000010", "clear", actor="ops", reason="vetting passed")
     assert list(NodeHealthEvent.objects.filter(host="nid000010").order_by("id").values_list("to_state", flat=True)) == [
-        "drain_recommended", "drained", "in_repair", "returned", "healthy"]
+        "drain_recommended", "drain_recommended", "drained", "in_repair", "returned", "healthy"]
 
 
 class Hook(BaseHTTPRequestHandler):
