@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.mixins import UserPassesTestMixin
 from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.urls import reverse
+from django.views import View
 from django.views.generic import TemplateView
 
 from .api.views import inventory_document
@@ -105,8 +106,8 @@ def form_rows(values: dict, errors: dict, inv) -> dict:
     return {"gpus": gpus, "storage": storage, "blueprints": blueprints}
 
 
-class PreviewView(TemplateView):
-    """The form's live check: the same fields in, problems by field, approval, manifests and diff out."""
+class PreviewView(View):
+    """The form's live check: the same fields in, problems by field, approval, manifests and diff out (POST only)."""
 
     def post(self, request, *args, **kwargs):
         spec = spec_from_form(request.POST, inventory())

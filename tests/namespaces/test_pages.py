@@ -59,6 +59,12 @@ def test_the_live_check_answers_by_form_field(alice):
     assert "requests.nvidia.com/mig-1g.10gb: '6'" in good["manifests"]
 
 
+def test_the_live_check_answers_a_get_with_405_not_500(alice):
+    """It answers POSTs only; a GET looked for a template it does not have (500)."""
+    response = alice.get("/namespaces/new/preview/")
+    assert response.status_code == 405 and response["Allow"] == "POST, OPTIONS"
+
+
 def test_a_change_starts_from_what_is_there(alice, world):
     request = submit(request_spec(), world["alice"])
     commit(request)
