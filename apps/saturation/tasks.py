@@ -79,10 +79,11 @@ def score_recent_jobs_task() -> list[int]:
 
 
 @shared_task(name="saturation.sweep_stale_scoring", **IDEMPOTENT)
-def sweep_stale_scoring_task() -> list[int]:
+def sweep_stale_scoring_task(queue: str | None = None) -> list[int]:
     """Beat: a scoring that started more than TASK_STALE_SECONDS ago (longer than any task may run,
     and than the broker's redelivery) lost its worker and its message: end it with that reason,
-    keeping the previous score, and queue the job again. Rows left "running" by older versions too."""
+    keeping the previous score, and queue the job again (to ``queue`` when given, else the task's
+    route). Rows left "running" by older versions too."""
     cutoff = timezone.now() - timedelta(seconds=settings.TASK_STALE_SECONDS)
     ids = []
     for record in JobSaturation.objects.filter(Q(scoring_since__lt=cutoff) | Q(status=Status.STATUS_RUNNING)):
@@ -95,6 +96,6 @@ def sweep_stale_scoring_task() -> list[int]:
         from .services import scoring_failed
 
         scoring_failed(record.job, reason, final=False)
-        score_job_task.delay(record.job_id)
+        score_job_task.apply_async(args=[record.job_id], **({"queue": queue} if queue else {}))
         ids.append(record.job_id)
     return ids

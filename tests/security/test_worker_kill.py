@@ -110,8 +110,7 @@ def test_sigkill_mid_scoring_is_redelivered_done_once_and_the_old_score_stays_vi
     os.kill(second_child, signal.SIGKILL)
     wait_for(lambda: gone(first.pid) and gone(second_child), "the killed worker to be gone", logs)
     old_score_visible()
-    second = start_service("kill-worker-2", [*worker_args, "-Q", f"{queue},celery", f"--hostname=kill2-{queue}@%h"],
-                           " ready.", **worker_env)
+    second = start_service("kill-worker-2", [*worker_args, f"--hostname=kill2-{queue}@%h"], " ready.", **worker_env)
     logs.append(second.log_text)
     if not redis:
         # The filesystem broker deleted the message when the first worker took it: nothing comes
@@ -119,7 +118,7 @@ def test_sigkill_mid_scoring_is_redelivered_done_once_and_the_old_score_stays_vi
         time.sleep(2)
         assert len(started_pids(hold_dir)) == 2, "the filesystem broker cannot redeliver a message a dead worker held"
         settings.TASK_STALE_SECONDS = 0
-        assert sweep_stale_scoring_task() == [job.pk]
+        assert sweep_stale_scoring_task(queue=queue) == [job.pk]  # to this test's worker, not the session's
         record = JobSaturation.objects.get(job=job)
         assert record.status == "ready" and "never finished" in record.message and record.scoring_since is None
     third_child = wait_for(lambda: started_pids(hold_dir)[2:], "the run after the worker was killed", logs)[0]
