@@ -36,15 +36,7 @@ from django.utils.regex_helper import normalize
 # Known problems in code this test's author does not own: route -> what is wrong. Remove an entry
 # when it is fixed (the strict xfail then fails to remind you).
 # ---------------------------------------------------------------------------------------------
-KNOWN_PROBLEMS: dict[str, str] = {
-    # apps/namespaces/views.py: the preview view (POST-only, htmx) has no template, so GET answers 500
-    # (ImproperlyConfigured) to every signed-in user instead of 405.
-    "namespaces:preview": "GET /namespaces/new/preview/ -> 500 for owner, member, other, staff",
-    # Issue 16 item 8 (apps/catalog): the freshness check's "stalest" members are job ids ("alps/<id>"),
-    # shown to every signed-in user in the product and its checks.
-    "catalog-api:product": "GET /api/v1/catalog/products/saturation-scores/ as other: 200 shows the owner's job id",
-    "catalog-api:checks": "GET /api/v1/catalog/products/saturation-scores/checks/ as other: 200 shows the owner's job id",
-}
+KNOWN_PROBLEMS: dict[str, str] = {}
 
 IDENTITIES = ["anonymous", "owner", "member", "other", "staff", "own_job_token", "other_job_token"]
 PEOPLE = {"owner", "member", "other", "staff"}

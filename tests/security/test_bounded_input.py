@@ -263,3 +263,36 @@ def test_import_formats_read_with_positions_refuse_deep_json_as_a_format_error(d
         parse_topology_json(deep)
     with pytest.raises(ParseError):
         parse_dcgm_diag(deep if deep.startswith("{") else '{"x": ' + deep + "}", host="nid000001")
+
+
+def _api_views():
+    """Every DRF view behind a URL pattern, found by walking the resolver (new endpoints included)."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+    from rest_framework.views import APIView
+
+    def walk(patterns, prefix=""):
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                yield from walk(entry.url_patterns, prefix + str(entry.pattern))
+            elif isinstance(entry, URLPattern):
+                view = getattr(entry.callback, "cls", None)
+                if isinstance(view, type) and issubclass(view, APIView):
+                    yield prefix + str(entry.pattern), view
+
+    return list(walk(get_resolver().url_patterns))
+
+
+def test_every_api_view_parses_bodies_with_a_bounded_parser():
+    """DRF's own parsers read the whole body and let deep JSON raise RecursionError; a view that
+    names them (or inherits them, as ObtainAuthToken does) reopens both holes."""
+    views = _api_views()  # the URL map first: it imports the parsers the way the portal does
+    from apps.core.api.parsers import BoundedFormParser, BoundedJSONParser, BoundedMultiPartParser
+    from apps.telemetry.api.views import RawBodyParser
+    from apps.vetting.api.views import TextParser
+
+    bounded = (BoundedJSONParser, BoundedFormParser, BoundedMultiPartParser, RawBodyParser, TextParser)
+    assert len(views) > 40
+    unbounded = sorted({f"{route} {view.__name__}: {parser.__module__}.{parser.__name__}"
+                        for route, view in views for parser in view.parser_classes
+                        if not issubclass(parser, bounded)})
+    assert unbounded == []

@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, viewsets
 from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.settings import api_settings
 from rest_framework.throttling import ScopedRateThrottle
 
 from ..lockout import lockout_api_response
@@ -39,6 +40,8 @@ class TokenView(ObtainAuthToken):
 
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "login"
+    # ObtainAuthToken names DRF's own parsers; the project's bounded ones refuse deep or huge bodies.
+    parser_classes = api_settings.DEFAULT_PARSER_CLASSES
 
     def post(self, request, *args, **kwargs):
         try:

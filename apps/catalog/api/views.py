@@ -10,6 +10,7 @@ from apps.core.api.permissions import IsStaff
 
 from ..models import CheckRun, DataProduct
 from ..selectors import check_history, incidents, latest_checks, measured_for, product_get, products
+from .openapi import CatalogCheckRun, CatalogProductResponse, CatalogProductSummary, CatalogRunQueuedResponse
 
 
 def _run(run: CheckRun, user, product: DataProduct) -> dict:
@@ -50,7 +51,7 @@ class ProductListView(APIView):
     """Data products, with search (``q``: words in name, title, purpose, tags, columns) and filters."""
 
     @extend_schema(operation_id="catalog_products_list", parameters=[ProductListParams],
-                   responses={200: {"type": "array", "items": {"type": "object"}}})
+                   responses={200: CatalogProductSummary(many=True)})
     def get(self, request):
         params = parse_query(request, ProductListParams)
         found = products(q=params["q"][:200], domain=params["domain"], owner=params["owner"], state=params["state"])
@@ -61,7 +62,7 @@ class ProductDetailView(APIView):
     """One product: its declaration (schema with units, source, sample query, targets) and its current quality —
     the last run of each check with what it measured, open incidents, the next run."""
 
-    @extend_schema(responses={200: {"type": "object"}})
+    @extend_schema(responses={200: CatalogProductResponse})
     def get(self, request, name):
         product = product_get(name)
         if product is None:
@@ -78,7 +79,7 @@ class ProductDetailView(APIView):
 class ProductChecksView(APIView):
     """The history of a product's checks, newest first (``kind`` to pick one; ``limit`` up to 1000)."""
 
-    @extend_schema(parameters=[ChecksParams], responses={200: {"type": "array", "items": {"type": "object"}}})
+    @extend_schema(parameters=[ChecksParams], responses={200: CatalogCheckRun(many=True)})
     def get(self, request, name):
         product = product_get(name)
         if product is None:
@@ -92,7 +93,7 @@ class RunChecksView(APIView):
 
     permission_classes = [IsStaff]
 
-    @extend_schema(request=None, responses={202: {"type": "object"}})
+    @extend_schema(request=None, responses={202: CatalogRunQueuedResponse})
     def post(self, request, name):
         from ..tasks import run_checks_task
 

@@ -10,6 +10,7 @@ from ..authentication import JobTokenAuthentication, token_job
 from ..filtersets import JobFilterSet
 from ..selectors import job_get_for_user, job_list_for_user, job_may_issue_token
 from ..services import JobEvent, job_event_apply, job_token_issue
+from .openapi import JobEventResponse, JobTokenResponse
 from .serializers import JobDetailSerializer, JobEventSerializer, JobListSerializer
 
 # Job tokens are accepted where code inside a job reads or writes its own job.
@@ -53,7 +54,7 @@ class JobEventView(APIView):
 
     permission_classes = [CanPostJobEvents]
 
-    @extend_schema(request=JobEventSerializer, responses={200: {"type": "object"}})
+    @extend_schema(request=JobEventSerializer, responses={200: JobEventResponse})
     def post(self, request):
         serializer = JobEventSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -75,7 +76,7 @@ class JobTokenView(APIView):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "job_token"
 
-    @extend_schema(request=None, responses={201: {"type": "object"}})
+    @extend_schema(request=None, responses={201: JobTokenResponse})
     def post(self, request, cluster: str, job_id: int):
         job = job_get_for_user(request.user, cluster, job_id, token_job(request))
         if job is None:

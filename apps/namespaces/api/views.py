@@ -24,6 +24,8 @@ from ..services import (
     teardown_request,
 )
 from ..spec import namespace_name
+from .openapi import (InventoryResponse, NamespaceDryRunResponse, NamespaceRequestResponse, NamespaceResponse,
+                      NamespaceSummary)
 
 MAX_REQUEST_BYTES = 256 * 1024  # a request is a few hundred bytes; anything near this is a mistake or an attack
 
@@ -78,7 +80,7 @@ class RequestListView(APIView):
     A request naming a namespace the team already has changes it (day 2). GET lists the caller's teams' requests."""
 
     @extend_schema(parameters=[RequestParams], request={"application/json": {"type": "object"}},
-                   responses={200: {"type": "object"}, 201: {"type": "object"}})
+                   responses={200: NamespaceDryRunResponse, 201: NamespaceRequestResponse})
     def post(self, request):
         dry_run = parse_query(request, RequestParams)["dry_run"]
         size = _declared_length(request)
@@ -103,13 +105,13 @@ class RequestListView(APIView):
                              [ErrorItem(message=p.message, field=p.field) for p in problems]) from exc
         return Response(_request(created), status=status.HTTP_201_CREATED)
 
-    @extend_schema(operation_id="namespaces_requests_list", responses={200: {"type": "array", "items": {"type": "object"}}})
+    @extend_schema(operation_id="namespaces_requests_list", responses={200: NamespaceRequestResponse(many=True)})
     def get(self, request):
         return Response([_request(r) for r in requests_for_user(request.user).prefetch_related("events")[:200]])
 
 
 class RequestDetailView(APIView):
-    @extend_schema(responses={200: {"type": "object"}})
+    @extend_schema(responses={200: NamespaceRequestResponse})
     def get(self, request, pk):
         found = requests_for_user(request.user).filter(pk=pk).first()
         if found is None:
@@ -128,7 +130,7 @@ class DecisionView(APIView):
     approve = True
 
     @extend_schema(request={"application/json": {"type": "object", "properties": {"reason": {"type": "string"}}}},
-                   responses={200: {"type": "object"}})
+                   responses={200: NamespaceRequestResponse})
     def post(self, request, pk):
         found = requests_for_user(request.user).filter(pk=pk).first()
         if found is None:
@@ -141,13 +143,13 @@ class DecisionView(APIView):
 
 
 class NamespaceListView(APIView):
-    @extend_schema(operation_id="namespaces_list", responses={200: {"type": "array", "items": {"type": "object"}}})
+    @extend_schema(operation_id="namespaces_list", responses={200: NamespaceSummary(many=True)})
     def get(self, request):
         return Response([_namespace(ns) for ns in namespaces_for_user(request.user)])
 
 
 class NamespaceDetailView(APIView):
-    @extend_schema(responses={200: {"type": "object"}})
+    @extend_schema(responses={200: NamespaceResponse})
     def get(self, request, name):
         namespace = namespace_get_for_user(request.user, name)
         if namespace is None:
@@ -159,7 +161,7 @@ class TeardownView(APIView):
     """Tear a namespace down, in order: freeze, optional volume backup, remove from git, wait for Argo CD
     to prune, verify, archive. Body: {"reason": "...", "backup": true|false}."""
 
-    @extend_schema(request={"application/json": {"type": "object"}}, responses={202: {"type": "object"}})
+    @extend_schema(request={"application/json": {"type": "object"}}, responses={202: NamespaceResponse})
     def post(self, request, name):
         namespace = namespace_get_for_user(request.user, name)
         if namespace is None:
@@ -176,7 +178,7 @@ class TeardownView(APIView):
 class BackupDoneView(APIView):
     """Confirm the volumes of a namespace being torn down were backed up; the teardown goes on."""
 
-    @extend_schema(request=None, responses={200: {"type": "object"}})
+    @extend_schema(request=None, responses={200: NamespaceResponse})
     def post(self, request, name):
         namespace = namespace_get_for_user(request.user, name)
         if namespace is None:
@@ -192,7 +194,7 @@ class InventoryView(APIView):
     """What the cluster offers: GPU models with their whole GPUs and MIG profiles (with what is left),
     storage classes per environment, blueprints and their parameters."""
 
-    @extend_schema(responses={200: {"type": "object"}})
+    @extend_schema(responses={200: InventoryResponse})
     def get(self, request):
         from ..services import allocated_now
 

@@ -2,12 +2,12 @@
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import ErrorItem, InputError, flatten_validation_detail
 from apps.core.api.params import parse_query
+from apps.core.api.parsers import BoundedFormParser, BoundedJSONParser, BoundedMultiPartParser
 from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
@@ -16,6 +16,7 @@ from ..logparse import LogParseError, parse_megatron_log
 from ..ranktable import DIMENSIONS, boundary_verdict, communicator_spans, pipeline_boundaries
 from ..selectors import LayoutNoLongerFits, job_ranks
 from ..services import LayoutRefused, layout_set
+from .openapi import LayoutResponse
 from .serializers import LayoutSerializer, LogUploadSerializer, RankFilterParams
 
 MAX_LOG_BYTES = 200 * 1024 * 1024
@@ -73,13 +74,13 @@ class LayoutView(APIView):
     """The job's Megatron layout (sizes, and the exact rank map when given) and its placement."""
 
     authentication_classes = JOB_API_AUTHENTICATION
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
-    @extend_schema(responses={200: {"type": "object"}})
+    @extend_schema(responses={200: LayoutResponse})
     def get(self, request, cluster: str, job_id: int):
         return Response(layout_body(_job_for(request, cluster, job_id, write=False)))
 
-    @extend_schema(request=LayoutSerializer, responses={200: {"type": "object"}})
+    @extend_schema(request=LayoutSerializer, responses={200: LayoutResponse})
     def put(self, request, cluster: str, job_id: int):
         job = _job_for(request, cluster, job_id, write=True)
         serializer = LayoutSerializer(data=request.data)
@@ -94,9 +95,9 @@ class LayoutLogView(APIView):
     (multipart) or as the text/plain body; Belvedere reads the layout and rank map from it."""
 
     authentication_classes = JOB_API_AUTHENTICATION
-    parser_classes = [MultiPartParser, FormParser]
+    parser_classes = [BoundedMultiPartParser, BoundedFormParser]
 
-    @extend_schema(request={"multipart/form-data": LogUploadSerializer}, responses={200: {"type": "object"}})
+    @extend_schema(request={"multipart/form-data": LogUploadSerializer}, responses={200: LayoutResponse})
     def post(self, request, cluster: str, job_id: int):
         job = _job_for(request, cluster, job_id, write=True)
         upload = request.FILES.get("log")

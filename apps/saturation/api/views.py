@@ -19,6 +19,7 @@ from apps.jobs.selectors import job_get_for_user
 
 from ..models import JobSaturation
 from ..products import METRICS, SORTS, SaturationCube, gpu_table, heatmap_order, rebin, scaled_integers, series_table
+from .openapi import HeatmapResponse, SaturationResponse
 
 TABLES = ("gpus", "series")
 
@@ -54,7 +55,7 @@ class SaturationView(APIView):
 
     authentication_classes = JOB_API_AUTHENTICATION
 
-    @extend_schema(responses={200: {"type": "object"}})
+    @extend_schema(responses={200: SaturationResponse})
     def get(self, request, cluster, job_id):
         record = _record(request, cluster, job_id)
         return Response({
@@ -89,7 +90,7 @@ class HeatmapView(APIView):
 
     authentication_classes = JOB_API_AUTHENTICATION
 
-    @extend_schema(parameters=[HeatmapParams], responses={200: {"type": "object"}})
+    @extend_schema(parameters=[HeatmapParams], responses={200: HeatmapResponse})
     def get(self, request, cluster, job_id):
         record = _record(request, cluster, job_id)
         params = parse_query(request, HeatmapParams)

@@ -25,6 +25,7 @@ from ..backends.base import DEFAULT_STATS, STATS, Query, TelemetryUnavailable
 from ..fields import UnknownField, lookup
 from ..models import IngestBatch
 from ..store import telemetry_store
+from .openapi import IngestResponse, SeriesResponse
 
 TELEMETRY_AUTHENTICATION = [TokenAuthentication, JobTokenAuthentication, SessionAuthentication]
 # A job token may post for its job from a little before it started until a little after it ended.
@@ -187,7 +188,7 @@ class SampleIngestView(APIView):
     @extend_schema(request={"application/json": {"type": "array", "items": {"type": "object"}},
                             "application/x-ndjson": {"type": "string"}},
                    parameters=[SampleIngestParams],
-                   responses={200: {"type": "object"}})
+                   responses={200: IngestResponse})
     def post(self, request):
         body = _raw_body(request)
         params = parse_query(request, SampleIngestParams)
@@ -207,7 +208,7 @@ class SeriesView(APIView):
 
     authentication_classes = TELEMETRY_AUTHENTICATION
 
-    @extend_schema(parameters=[SeriesParams], responses={200: {"type": "object"}})
+    @extend_schema(parameters=[SeriesParams], responses={200: SeriesResponse})
     def get(self, request):
         params = parse_query(request, SeriesParams)
         start, end, step = params.get("start"), params.get("end"), params.get("step")
@@ -265,7 +266,7 @@ class ImportView(APIView):
     content_negotiation_class = FormatIsOurs
     FORMATS = IMPORT_FORMATS
 
-    @extend_schema(request={"text/plain": {"type": "string"}}, parameters=[ImportParams], responses={200: {"type": "object"}})
+    @extend_schema(request={"text/plain": {"type": "string"}}, parameters=[ImportParams], responses={200: IngestResponse})
     def post(self, request):
         from .. import importers
 

@@ -6,13 +6,14 @@ from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, permissions, serializers, status
 from rest_framework.pagination import CursorPagination
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.exceptions import ErrorItem, InputError
 from apps.core.api.params import BIGINT_MAX, QueryIntegerField, parse_query
+from apps.core.api.parsers import BoundedJSONParser
 from apps.core.api.permissions import IsStaff
 from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
@@ -26,6 +27,7 @@ from ..records import ParseError
 from ..selectors import job_visibility, open_recommendations, restrict_private_filters, results_for_user, runs_for_user
 from ..services import (ActionFailed, IngestRefused, RuleInvalid, node_act, protocol_hash, recommendation_resolve, rule_save,
                         rules_ensure_built_in, run_store, run_target)
+from .openapi import ProtocolValidateResponse, VettingNodeActionResponse, VettingNodeResponse, VettingRunStoredResponse
 from .serializers import (NodeActionSerializer, NodeHealthEventSerializer, NodeHealthSerializer, RecommendationResolveSerializer,
                           RecommendationSerializer, RuleSerializer, RuleWriteSerializer, VettingResultSerializer,
                           VettingRunSerializer)
@@ -44,7 +46,8 @@ class TextParser(BaseParser):
     media_type = "*/*"
 
     def parse(self, stream, media_type=None, parser_context=None):
-        return stream.read() if stream is not None else b""
+        # One byte past the limit is enough to refuse the body (413 in _body_text); never more.
+        return stream.read(settings.VETTING_MAX_UPLOAD_BYTES + 1) if stream is not None else b""
 
 
 def _body_text(request) -> str:
@@ -101,7 +104,7 @@ class RunListView(generics.ListCreateAPIView):
 
     serializer_class = VettingRunSerializer
     authentication_classes = JOB_API_AUTHENTICATION
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     def get_queryset(self):
         queryset = runs_for_user(self.request.user)
@@ -116,7 +119,7 @@ class RunListView(generics.ListCreateAPIView):
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
-    @extend_schema(request={"application/json": {"type": "object"}}, responses={201: {"type": "object"}})
+    @extend_schema(request={"application/json": {"type": "object"}}, responses={201: VettingRunStoredResponse})
     def post(self, request):
         data = request.data
         if not isinstance(data, dict):
@@ -161,7 +164,7 @@ class ImportView(APIView):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = FormatIsOurs
 
-    @extend_schema(request={"text/plain": {"type": "string"}}, parameters=[ImportParams], responses={201: {"type": "object"}})
+    @extend_schema(request={"text/plain": {"type": "string"}}, parameters=[ImportParams], responses={201: VettingRunStoredResponse})
     def post(self, request):
         params = parse_query(request, ImportParams)
         fmt = params["format"]
@@ -213,7 +216,7 @@ class NodeListView(generics.ListAPIView):
 
 
 class NodeDetailView(APIView):
-    @extend_schema(responses={200: {"type": "object"}})
+    @extend_schema(responses={200: VettingNodeResponse})
     def get(self, request, host):
         health = NodeHealth.objects.filter(host=host).first()
         if health is None:
@@ -228,7 +231,7 @@ class NodeActionView(APIView):
 
     permission_classes = [IsStaff]
 
-    @extend_schema(request=NodeActionSerializer, responses={200: {"type": "object"}})
+    @extend_schema(request=NodeActionSerializer, responses={200: VettingNodeActionResponse})
     def post(self, request, host):
         serializer = NodeActionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -325,7 +328,7 @@ class ProtocolValidateView(APIView):
 
     parser_classes = [TextParser]
 
-    @extend_schema(request={"text/plain": {"type": "string"}}, responses={200: {"type": "object"}})
+    @extend_schema(request={"text/plain": {"type": "string"}}, responses={200: ProtocolValidateResponse})
     def post(self, request):
         text = _body_text(request)
         if text.lstrip().startswith("{"):
