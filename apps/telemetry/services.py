@@ -14,6 +14,11 @@ def product_path(job) -> Path:
     return Path(settings.DATA_DIR) / "telemetry-products" / job.cluster.name / f"{job.job_id}.npz"
 
 
+def has_product(record: JobTelemetry) -> bool:
+    """Whether the record points at a built cube that pages can show."""
+    return record.status == Status.STATUS_READY and bool(record.product)
+
+
 def job_window(job):
     start = job.start_time
     if start is None:
@@ -34,7 +39,13 @@ def job_telemetry_refresh(job, report=lambda done, message: None) -> JobTelemetr
         return record
     start, end = window
     step = choose_step((end - start).total_seconds())
-    record.status, record.message = Status.STATUS_RUNNING, f"reading {len(job.node_list)} nodes at {step} s buckets"
+    reading = f"reading {len(job.node_list)} nodes at {step} s buckets"
+    if has_product(record):
+        # The product on disk stays what pages read until the new one replaces it: a refresh that
+        # dies midway (worker killed, store down) leaves the previous heatmap, not a blank section.
+        record.message = f"refreshing since {timezone.now():%H:%M:%S} UTC: {reading}"
+    else:
+        record.status, record.message = Status.STATUS_RUNNING, reading
     record.attempts += 1
     record.save()
     report(10, record.message)

@@ -19,7 +19,7 @@ def materialize_job_task(self, job_pk: int) -> dict:
     """Build one job's telemetry cube; progress in a TaskRun, state on the job's JobTelemetry."""
     from apps.jobs.models import Job
 
-    from .services import job_telemetry_refresh
+    from .services import has_product, job_telemetry_refresh
 
     job = Job.objects.select_related("cluster").get(pk=job_pk)
     run = TaskRun.objects.create(name="telemetry.materialize_job", subject=f"job {job.cluster.name}/{job.job_id}")
@@ -27,9 +27,16 @@ def materialize_job_task(self, job_pk: int) -> dict:
     try:
         record = job_telemetry_refresh(job, report=run.report)
     except TelemetryUnavailable as exc:
-        JobTelemetry.objects.update_or_create(job=job, defaults={
-            "status": Status.STATUS_FAILED if self.request.retries >= self.max_retries else Status.STATUS_RUNNING,
-            "message": f"telemetry store unavailable (attempt {self.request.retries + 1}): {exc}"[:500]})
+        message = f"telemetry store unavailable (attempt {self.request.retries + 1}): {exc}"
+        record = JobTelemetry.objects.filter(job=job).first()
+        if record is not None and has_product(record):
+            # Keep showing the last product; say why it is not newer.
+            record.message = f"showing the product of {record.materialized:%Y-%m-%d %H:%M} UTC; {message}"[:500]
+            record.save(update_fields=["message", "updated"])
+        else:
+            JobTelemetry.objects.update_or_create(job=job, defaults={
+                "status": Status.STATUS_FAILED if self.request.retries >= self.max_retries else Status.STATUS_RUNNING,
+                "message": message[:500]})
         run.finish(error=str(exc)[:400])
         raise
     run.finish()

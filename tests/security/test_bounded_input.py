@@ -1,6 +1,6 @@
 """Bounded input (issue 16, item 2 and acceptance 4): what a hostile body costs the web process.
 
-The compression bomb is sent to the real web server (gunicorn, started as the Procfile starts it)
+The compression bomb is sent to the real web server (gunicorn, started as `make run` starts it)
 and the memory of the worker that answers is read from /proc while the request runs. A watchdog
 stops the server if the worker grows far beyond the limit, so a regression fails this test
 instead of taking the machine down.
@@ -64,14 +64,17 @@ def children_of(pid: int) -> list[int]:
 
 
 def web_command(port: int) -> list[str]:
-    """The Procfile's ``web`` line with this test's port and one worker (so the warm-up requests and
-    the bomb reach the same process, whose memory is then measured)."""
-    line = next(line for line in (BASE_DIR / "Procfile").read_text().splitlines() if line.startswith("web:"))
-    words = line.split(":", 1)[1].split()
-    assert words[0] == "gunicorn", line
+    """``make run``'s web command (deploy/supervisord.conf) with this test's port and one worker (so
+    the warm-up requests and the bomb reach the same process, whose memory is then measured)."""
+    import configparser
+
+    config = configparser.RawConfigParser()
+    config.read(BASE_DIR / "deploy" / "supervisord.conf")
+    words = config.get("program:web", "command").split()
+    assert words[0].endswith("/gunicorn"), words
     args = [sys.executable, "-m", "gunicorn"]
     skip = False
-    for index, word in enumerate(words[1:], start=1):
+    for word in words[1:]:
         if skip:
             skip = False
             continue

@@ -137,3 +137,28 @@ def test_readyz_reports_the_telemetry_store_without_failing_the_portal(store, se
     result = check_telemetry_store()
     assert result.status == "warn" and not result.critical and "telemetry store unavailable" in result.message
     assert "telemetry" in health._checks
+
+
+def test_a_refresh_that_fails_midway_keeps_the_previous_product_on_the_page(job, store, settings, tmp_path, client, make_user):
+    """Issue 16 item 3: a refresh used to flip the record to "running" first, hiding the heatmap
+    until it finished; a refresh that died (worker killed, store down) hid it for good."""
+    from apps.telemetry.store import reset_telemetry_stores
+    from apps.telemetry.tasks import materialize_job_task
+
+    store.write(synthetic(hosts=("nid000001", "nid000002"), minutes=20, start=job.start_time))
+    first = job_telemetry_refresh(job)
+    assert first.status == "ready"
+
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    settings.TELEMETRY_BACKENDS = {"default": {"BACKEND": "apps.telemetry.backends.embedded.EmbeddedBackend",
+                                               "OPTIONS": {"path": str(blocker / "t")}}}
+    reset_telemetry_stores()
+    materialize_job_task.apply(args=[job.pk], throw=False)
+
+    record = JobTelemetry.objects.get(job=job)
+    assert record.status == "ready" and record.product == first.product and record.samples == first.samples
+    assert "telemetry store unavailable" in record.message and "showing the product of" in record.message
+    client.force_login(make_user("alice"))
+    page = client.get("/jobs/alps/9/").content.decode()
+    assert 'id="telemetry-figure"' in page and "telemetry store unavailable" in page
