@@ -1,26 +1,15 @@
 """Hostile and careless input to the ranks API and the ranks section of the job page: every bad
 value is a 400 (or an explanation on the page) naming the parameter, never a 500."""
 import pytest
-from django.core.management import call_command
 
-from apps.jobs.models import Cluster, Job, node_search_text
 from apps.ranks.models import JobLayout
 
 NODES = [f"nid{n:06d}" for n in range(1, 9)]
 
 
 @pytest.fixture
-def job(db):
-    call_command("import_topology", "--preset", "alps", stdout=open("/dev/null", "w"))
-    cluster = Cluster.objects.create(name="alps")
-    return Job.objects.create(cluster=cluster, job_id=1, user_name="alice", account="a-llm01", state="RUNNING", node_list=NODES,
-                              node_count=8, tasks=32, gpus=32, node_search=node_search_text(NODES))
-
-
-@pytest.fixture
-def alice(api_client, make_user, job):
-    api_client.force_authenticate(make_user("alice"))
-    return api_client
+def job(alps_job):
+    return alps_job(NODES)
 
 
 @pytest.fixture

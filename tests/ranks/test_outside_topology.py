@@ -1,9 +1,7 @@
 """A job whose hosts are not all in the topology: its ranks are still mapped to hosts exactly, and the
 API and the job page say which hosts have no NIC placement (issue 16: it was a 500, PlacementError)."""
 import pytest
-from django.core.management import call_command
 
-from apps.jobs.models import Cluster, Job, node_search_text
 from apps.ranks.layout import block_placement
 
 KNOWN = [f"nid{n:06d}" for n in range(1, 7)]
@@ -12,17 +10,8 @@ NODES = KNOWN[:3] + OUTSIDE + KNOWN[3:]  # Slurm's order: the outside hosts hold
 
 
 @pytest.fixture
-def job(db):
-    call_command("import_topology", "--preset", "alps", stdout=open("/dev/null", "w"))
-    cluster = Cluster.objects.create(name="alps")
-    return Job.objects.create(cluster=cluster, job_id=1, user_name="alice", account="a-llm01", state="RUNNING", node_list=NODES,
-                              node_count=8, tasks=32, gpus=32, node_search=node_search_text(NODES))
-
-
-@pytest.fixture
-def alice(api_client, make_user, job):
-    api_client.force_authenticate(make_user("alice"))
-    return api_client
+def job(alps_job):
+    return alps_job(NODES)
 
 
 def test_sizes_only_layout_maps_every_rank_and_names_the_unplaced_hosts(alice, job):
