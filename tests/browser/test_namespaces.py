@@ -42,14 +42,14 @@ def test_request_form_change_and_approval(live_server, page, screenshot, celery_
     page.get_by_role("link", name="Request a namespace").click()
     form = page.locator("#ns-form")
     expect(page.locator("#name-prefix")).to_have_text("a-astro10-")
-    assert page.locator("#f-gpu_profile_0").is_disabled()  # no model chosen yet
+    expect(page.locator("#f-gpu_profile_0")).to_be_disabled()  # no model chosen yet (the script sets it: wait for it)
     page.select_option("#f-gpu_model_0", "gh200")
     assert page.locator("#f-gpu_profile_0 option").all_inner_texts() == ["whole GPUs (7 left)", "MIG 1g.12gb (14 left)",
                                                                           "MIG 3g.48gb (4 left)"]  # one GH200 is a-astro10-chat's
     page.select_option("#f-gpu_profile_0", "1g.12gb")
     expect(page.locator('.gpu-row[data-row="0"] .gpu-left')).to_have_text("14 of 14 left on the cluster")
     page.select_option("#f-environment", "prod")
-    assert page.locator("#f-storage_longhorn_size").is_disabled()
+    expect(page.locator("#f-storage_longhorn_size")).to_be_disabled()
     expect(page.locator('.storage-class[data-class="longhorn"] .storage-note')).to_have_text("not offered in prod")
     assert not page.locator("#psa-reason").is_visible()
     page.select_option("#f-psa", "baseline")
