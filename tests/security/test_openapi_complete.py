@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 METHODS = ("get", "put", "post", "patch", "delete")
 WRITE_METHODS = {"put", "post", "patch", "delete"}
 ERRORS_ALL = {"400", "401", "403", "404", "429"}
-ERRORS_WRITE = {"409", "413"}
+ERRORS_WRITE = {"409", "413", "415"}
 
 # (method, path, status) -> the documentation serializer of that success body.
 DOCUMENTED = {

@@ -33,6 +33,7 @@ _DEFAULT_ERRORS = {
 _WRITE_ERRORS = {
     "409": "The object changed or went away meanwhile, or its state does not allow this; `detail` says which.",
     "413": "The body is larger than the limit `detail` names (before or after decompression).",
+    "415": "The body's Content-Type is missing or not one this operation reads; `detail` names it.",
 }
 _WRITE_METHODS = {"put", "post", "patch", "delete"}
 
