@@ -36,8 +36,15 @@ class PageProblems:
         self.items: list[str] = []
         page.on("console", lambda message: message.type == "error" and self.items.append(f"console: {message.text}"))
         page.on("pageerror", lambda error: self.items.append(f"exception: {error}"))
-        page.on("requestfailed", lambda request: self.items.append(f"request failed: {request.url} {request.failure}"))
+        page.on("requestfailed", self._request_failed)
         page.on("response", lambda response: response.status >= 400 and self.items.append(f"HTTP {response.status}: {response.url}"))
+
+    def _request_failed(self, request) -> None:
+        # ERR_ABORTED is the browser cancelling a load because the page navigated away (a click that
+        # leaves the page while an image is still loading): not a fault of the server or the page.
+        # Refused connections, resets and timeouts are still problems; HTTP errors are caught above.
+        if "ERR_ABORTED" not in (request.failure or ""):
+            self.items.append(f"request failed: {request.url} {request.failure}")
 
     def take(self) -> list[str]:
         items, self.items = self.items, []
