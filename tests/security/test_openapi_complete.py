@@ -56,7 +56,7 @@ DOCUMENTED = {
     ("post", "/api/v1/vetting/runs/", "201"): "vetting.VettingRunStoredResponse",
 }
 
-# Lists documented today as arrays of bare objects: the documentation serializer of one item.
+# Lists: the documentation serializer of one item.
 DOCUMENTED_ITEMS = {
     ("get", "/api/v1/catalog/products/", "200"): "catalog.CatalogProductSummary",
     ("get", "/api/v1/catalog/products/{name}/checks/", "200"): "catalog.CatalogCheckRun",
@@ -64,10 +64,6 @@ DOCUMENTED_ITEMS = {
     ("get", "/api/v1/namespaces/requests/", "200"): "namespaces.NamespaceRequestResponse",
 }
 
-# Success bodies whose view does not use its documentation serializer yet: those views.py files are being
-# changed by others at the same time. Each line of /work/notes/openapi-wiring.md wires one; remove the entry
-# when you apply it (test_pending_entries_are_still_unwired fails for an entry that is wired already).
-PENDING_WIRING: set = set()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,7 +146,7 @@ def test_no_success_body_is_a_bare_object_and_every_success_but_204_has_a_body()
     found = []
     for method, route, operation in operations(api_schema()):
         for code, response in operation["responses"].items():
-            if not code.startswith("2") or (method, route, code) in PENDING_WIRING:
+            if not code.startswith("2"):
                 continue
             content = response.get("content")
             if not content:
@@ -163,31 +159,18 @@ def test_no_success_body_is_a_bare_object_and_every_success_but_204_has_a_body()
     assert not found, "success answers without a real schema:\n" + "\n".join(found)
 
 
-def test_pending_entries_are_still_unwired_and_name_real_operations():
-    schema = api_schema()
-    stale = []
-    for method, route, code in sorted(PENDING_WIRING):
-        response = schema["paths"].get(route, {}).get(method, {}).get("responses", {}).get(code)
-        assert response is not None, f"PENDING_WIRING names {method.upper()} {route} {code}, which the schema does not have"
-        if not any(is_bare_object(body.get("schema", {})) for body in response.get("content", {}).values()):
-            stale.append(f"{method.upper()} {route} {code}")
-    assert not stale, "wired now: remove from PENDING_WIRING:\n" + "\n".join(stale)
-
-
 def test_wired_operations_use_their_documentation_serializer():
     schema = api_schema()
     wrong = []
     for (method, route, code), dotted in sorted(DOCUMENTED.items()):
-        if (method, route, code) in PENDING_WIRING:
-            continue
         body = schema["paths"][route][method]["responses"][code]["content"]["application/json"]["schema"]
         expected = {"$ref": f"#/components/schemas/{component_name(documentation_serializer(dotted))}"}
         if body != expected:
             wrong.append(f"{method.upper()} {route} {code}: {body} instead of {expected}")
-    for (method, route, code), dotted in sorted(DOCUMENTED_ITEMS.items()):  # lists: once their items are documented at all
+    for (method, route, code), dotted in sorted(DOCUMENTED_ITEMS.items()):  # lists: their items
         items = schema["paths"][route][method]["responses"][code]["content"]["application/json"]["schema"].get("items", {})
         expected = {"$ref": f"#/components/schemas/{component_name(documentation_serializer(dotted))}"}
-        if not is_bare_object(items) and items != expected:
+        if items != expected:
             wrong.append(f"{method.upper()} {route} {code} items: {items} instead of {expected}")
     assert not wrong, "\n".join(wrong)
 
