@@ -18,15 +18,8 @@ HOSTS = [f"nid{n:06d}" for n in range(1, 9)]
 
 
 @pytest.fixture
-def scored_job(db, store):
-    from apps.jobs.models import Cluster, Job
-
-    start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
-    job = Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=12, user_name="alice", account="a-llm01",
-                             state="RUNNING", submit_time=start - timedelta(minutes=3), start_time=start, node_list=HOSTS)
-    for chunk in job_chunks("megatron", HOSTS, start, 3500, seed=5):
-        store.write(chunk)
-    return job
+def scored_job(megatron_job):
+    return megatron_job(job_id=12, hosts=HOSTS, minutes=60, seconds=3500, seed=5)
 
 
 def test_refresh_scores_the_job_and_the_api_serves_it(scored_job, api_client, make_user):

@@ -10,7 +10,6 @@ from apps.core.models import TaskRun
 from apps.saturation.models import JobSaturation
 from apps.saturation.services import job_saturation_refresh
 from apps.saturation.tasks import score_job_task, sweep_stale_scoring_task
-from apps.telemetry.synthetic_jobs import job_chunks
 
 HOSTS = [f"nid{n:06d}" for n in range(1, 5)]
 
@@ -20,15 +19,8 @@ class Killed(BaseException):
 
 
 @pytest.fixture
-def job(db, store):
-    from apps.jobs.models import Cluster, Job
-
-    start = timezone.now().replace(microsecond=0) - timedelta(minutes=40)
-    job = Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=77, user_name="alice", account="a-llm01",
-                             state="RUNNING", submit_time=start - timedelta(minutes=3), start_time=start, node_list=HOSTS)
-    for chunk in job_chunks("megatron", HOSTS, start, 2000, seed=3):
-        store.write(chunk)
-    return job
+def job(megatron_job):
+    return megatron_job(job_id=77, hosts=HOSTS, minutes=40, seconds=2000, seed=3)
 
 
 def test_a_scoring_that_dies_midway_leaves_the_previous_score_readable(job, api_client, make_user):
