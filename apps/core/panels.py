@@ -1,0 +1,111 @@
+"""The job-panel registry: how apps put a section on the job page without the jobs app importing them.
+
+Each app that has something to say about a job registers a :class:`JobPanel` from its
+``AppConfig.ready()``::
+
+    register_job_panel(JobPanel(key="saturation", title="GPU saturation", order=20,
+                                template="saturation/_job_section.html",
+                                context=saturation_context, summary=saturation_summary))
+
+The job page renders the panels in ``order`` (lower first) below its first screen. ``context(job,
+request)`` gives the panel's template what it needs to draw its *shell* (headings, controls, words,
+API addresses) and must be cheap: figures load as JSON from the API after the first paint.
+``summary(job)`` (optional) contributes to the first screen: :class:`Fact` tiles (the score, the
+limiter, freshness), :class:`Finding` items (what is wrong, each with one thing to do) and
+:class:`Freshness` per data source. Summaries are read on every page view, so they read rows, not
+product files.
+
+Plain Python: no Django import, so the registry can be tested on its own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
+
+LEVELS = ("critical", "warning", "info", "ok")  # most urgent first: the first screen sorts by it
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing the first screen says about the job, with one thing to do about it."""
+
+    level: str  # one of LEVELS
+    title: str  # what is wrong, in words ("GPU nid001234:2 runs 12 % below its peers")
+    action: str = ""  # one thing to do ("Drain the node and resubmit without it")
+    link: str | None = None  # where the evidence is (an anchor on the page or another page)
+    source: str = ""  # the panel key that found it
+
+    def __post_init__(self):
+        if self.level not in LEVELS:
+            raise ValueError(f"finding level {self.level!r} is not one of {', '.join(LEVELS)}")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A number on the first screen: "Saturation 54 of 100", "limited by tensor cores"."""
+
+    label: str
+    value: str
+    detail: str = ""
+    level: str = "info"
+    element_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """What one data source has delivered for the job: its real first and last sample."""
+
+    source: str  # "GPU telemetry (DCGM)"
+    first: datetime | None
+    last: datetime | None
+    state: str  # "live", "lagging", "stale", "complete", "ends early", "none"
+    words: str  # the sentence the first screen shows
+    reporting: int | None = None  # GPUs (or nodes) that reported
+    expected: int | None = None  # GPUs (or nodes) the job was allocated
+
+
+@dataclass
+class PanelSummary:
+    facts: list[Fact] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    freshness: list[Freshness] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JobPanel:
+    key: str  # also the panel's element id: "panel-<key>"
+    title: str
+    order: int
+    template: str
+    context: Callable[[Any, Any], dict]  # (job, request) -> template context
+    summary: Callable[[Any], PanelSummary | None] | None = None
+
+
+_panels: dict[str, JobPanel] = {}
+
+
+def register_job_panel(panel: JobPanel) -> None:
+    """Add ``panel`` to every job page; registering the same key again replaces it (reloads in tests)."""
+    _panels[panel.key] = panel
+
+
+def job_panels() -> list[JobPanel]:
+    """The registered panels, in page order."""
+    return sorted(_panels.values(), key=lambda panel: (panel.order, panel.key))
+
+
+def first_screen(job, panels: list[JobPanel] | None = None) -> PanelSummary:
+    """Every panel's summary for ``job`` merged: findings most urgent first, in panel order within a level."""
+    merged = PanelSummary()
+    for panel in panels if panels is not None else job_panels():
+        if panel.summary is None:
+            continue
+        part = panel.summary(job)
+        if part is None:
+            continue
+        merged.facts.extend(part.facts)
+        merged.findings.extend(part.findings)
+        merged.freshness.extend(part.freshness)
+    merged.findings.sort(key=lambda finding: LEVELS.index(finding.level))
+    return merged
