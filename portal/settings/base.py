@@ -248,7 +248,20 @@ REST_FRAMEWORK = {
 # be shared by the web processes too: a file cache under DATA_DIR by default (one host), Redis
 # (CACHE_URL=redis://host:6379/1) when several hosts serve the portal.
 # ---------------------------------------------------------------------------------------------
-CACHES = {"default": env.cache("CACHE_URL", default=f"filecache://{DATA_DIR / 'cache'}")}
+_CACHE_URL = env("CACHE_URL", default=f"filecache://{DATA_DIR / 'cache'}")
+CACHES = {
+    "default": env.cache_url_config(_CACHE_URL),
+    # Rendered answers of job products (apps/core/api/conditional.py), keyed by the product's version so
+    # nothing needs sharing for correctness: local memory per process by default, the CACHE_URL Redis
+    # when that is Redis, or PRODUCTS_CACHE_URL (e.g. redis://redis:6379/2).
+    "products": env.cache(
+        "PRODUCTS_CACHE_URL",
+        default=_CACHE_URL if _CACHE_URL.startswith(("redis://", "rediss://")) else "locmemcache://belvedere-products?MAX_ENTRIES=64",
+    ),
+}
+CACHES["products"].setdefault("KEY_PREFIX", "products")
+PRODUCTS_CACHE_SECONDS = env.int("PRODUCTS_CACHE_SECONDS", default=3600)
+PRODUCTS_CACHE_ITEM_MAX_BYTES = env.int("PRODUCTS_CACHE_ITEM_MAX_BYTES", default=8 * 1024 * 1024)
 INSTALLED_APPS.append("axes")
 # Last, so that it sees the answer of the login views.
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")
