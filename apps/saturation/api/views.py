@@ -10,6 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.api.conditional import ConditionalProductMixin, ProductVersion, row_version
 from apps.core.api.exceptions import InputError
 from apps.core.api.params import QueryIntegerField, parse_query
 from apps.core.exports import FORMATS, table_bytes
@@ -50,15 +51,50 @@ def load_product(record: JobSaturation, metrics=None) -> SaturationCube:
     return cube
 
 
-class SaturationView(APIView):
+# The row's small fields: one cheap query gives access, the 404 reasons and the answers' version. The big
+# JSON fields (per_gpu, stragglers) are written only together with a new ``computed`` and product.
+_HEAD_FIELDS = tuple(field.attname for field in JobSaturation._meta.concrete_fields if field.name not in ("per_gpu", "stragglers"))
+_PRODUCT_FIELDS = ("id", "job_id", "computed", "product")
+
+
+def saturation_head(request, cluster, job_id) -> dict:
+    """The caller's job's ready result without its big fields (``.values()``), or the same 404s as ``_record``."""
+    job = job_get_for_user(request.user, cluster, job_id, token_job(request))
+    if job is None:
+        raise Http404
+    head = JobSaturation.objects.filter(job=job).values(*_HEAD_FIELDS).first()
+    if head is None or head["status"] != "ready":
+        state = JobSaturation(**head).get_status_display() if head else "not scored yet"
+        if head and head["scoring_since"]:
+            state += f"; scoring since {head['scoring_since']:%Y-%m-%d %H:%M:%S} UTC"
+        raise InputError(f"no saturation result for this job: {state}" + (f" ({head['message']})" if head and head["message"] else ""),
+                         status_code=404)
+    return head
+
+
+def saturation_version(head: dict, *, whole_row: bool = False) -> ProductVersion:
+    """The version of answers built from the job's product (its row pk, computed time and file), or from every
+    small field of the row (``whole_row``: answers that also show the scoring state, message, flags)."""
+    return row_version(head if whole_row else {name: head[name] for name in _PRODUCT_FIELDS}, job=head["job_id"],
+                       modified="computed")
+
+
+class SaturationView(ConditionalProductMixin, APIView):
     """The job's saturation score (0-100) with its components, limiter, labels and per-GPU numbers."""
 
     authentication_classes = JOB_API_AUTHENTICATION
 
+    def product_version(self, request, cluster, job_id):
+        self.head = saturation_head(request, cluster, job_id)
+        return saturation_version(self.head, whole_row=True)
+
     @extend_schema(responses={200: SaturationResponse})
     def get(self, request, cluster, job_id):
-        record = _record(request, cluster, job_id)
-        return Response({
+        return self.product_get(request, cluster=cluster, job_id=job_id)
+
+    def product_payload(self, request, params, cluster, job_id):
+        record = JobSaturation.objects.get(pk=self.head["id"])
+        return {
             "job_score": record.score, "components": {"compute": record.compute, "memory": record.memory, "link": record.link},
             "limiter": record.limiter, "labels": record.labels, "flags": record.flags,
             "window": {"start": record.window_start, "end": record.window_end, "steady_start": record.steady_start},
@@ -68,7 +104,7 @@ class SaturationView(APIView):
             "computed": record.computed, "per_gpu": record.per_gpu,
             # A scoring in progress (or one that did not finish) leaves this result in place.
             "scoring_since": record.scoring_since, "message": record.message,
-        })
+        }
 
 
 class HeatmapParams(serializers.Serializer):
@@ -110,14 +146,21 @@ class HeatmapView(APIView):
         })
 
 
-class StragglersView(APIView):
+class StragglersView(ConditionalProductMixin, APIView):
     """GPUs, nodes and switches that lag their peers: the signal, its robust z-score, how long, where, and why."""
 
     authentication_classes = JOB_API_AUTHENTICATION
 
+    def product_version(self, request, cluster, job_id):
+        self.head = saturation_head(request, cluster, job_id)
+        return saturation_version(self.head)
+
     @extend_schema(responses={200: {"type": "array", "items": {"type": "object"}}})
     def get(self, request, cluster, job_id):
-        return Response(_record(request, cluster, job_id).stragglers)
+        return self.product_get(request, cluster=cluster, job_id=job_id)
+
+    def product_payload(self, request, params, cluster, job_id):
+        return JobSaturation.objects.filter(pk=self.head["id"]).values_list("stragglers", flat=True).get()
 
 
 class DownloadView(APIView):
