@@ -80,6 +80,12 @@ class JobPanel:
     template: str
     context: Callable[[Any, Any], dict]  # (job, request) -> template context
     summary: Callable[[Any], PanelSummary | None] | None = None
+    # Figures the panel's JavaScript loads after the first paint, served by the job page at
+    # ``/jobs/<cluster>/<job_id>/panels/<key>/<name>.json``: name -> (job, query) -> Plotly figure dict.
+    figures: dict[str, Callable[[Any, Any], dict]] = field(default_factory=dict)
+    # A short string that changes whenever the panel's data changes (product refreshed): the figure
+    # answers' ETag and cache key. None: not cacheable (computed on every request).
+    version: Callable[[Any], str | None] | None = None
 
 
 _panels: dict[str, JobPanel] = {}
@@ -88,6 +94,10 @@ _panels: dict[str, JobPanel] = {}
 def register_job_panel(panel: JobPanel) -> None:
     """Add ``panel`` to every job page; registering the same key again replaces it (reloads in tests)."""
     _panels[panel.key] = panel
+
+
+def job_panel(key: str) -> JobPanel | None:
+    return _panels.get(key)
 
 
 def job_panels() -> list[JobPanel]:

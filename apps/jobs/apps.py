@@ -8,3 +8,6 @@ class JobsConfig(AppConfig):
 
     def ready(self):
         from . import schema  # noqa: F401 - registers the job token's OpenAPI description
+        from .panel import register
+
+        register()

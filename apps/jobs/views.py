@@ -1,15 +1,19 @@
 """Job list and job page."""
+import hashlib
 import json
-from urllib.parse import urlencode
 
+from django.conf import settings
+from django.core.cache import cache
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponse, HttpResponseNotModified
+from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
 from django.views.generic import TemplateView
 
-from apps.topology.figures import system_figure
-from apps.topology.placement import UnknownNodesError
-from apps.topology.selectors import node_states, topology_current, topology_index_current
+from apps.core.panels import first_screen, job_panel, job_panels
 
 from .filtersets import SORTABLE, JobFilterSet
 from .models import JobStateChoices
@@ -70,40 +74,67 @@ class JobListView(TemplateView):
 
 
 class JobDetailView(TemplateView):
+    """The job page's shell: the first screen (state, data, verdict, findings) and the registered panels.
+
+    Cheap by construction: panels render words and controls; figures load after the first paint."""
+
     template_name = "jobs/detail.html"
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        job = job_get_for_user(self.request.user, kwargs["cluster"], kwargs["job_id"])
-        if job is None:
-            raise Http404("no such job")
-        context["job"] = job
-        context["steps"] = list(job.steps.all())
-        context["topology_url"] = reverse("topology:index") + "?" + urlencode({"nodes": job.nodes}) if job.nodes else None
-        context["api_url"] = reverse("jobs-api:job-detail", args=[job.cluster.name, job.job_id])
-        placement = None
-        if job.node_list:
-            topology = topology_current()
-            try:
-                placement = topology_index_current().placement(job.node_list)
-            except UnknownNodesError as exc:
-                context["placement_problem"] = f"{exc}: the topology does not know all nodes of this job yet."
-            else:
-                figure = system_figure(topology, states=node_states(), highlight=set(job.node_list),
-                                       highlight_label="this job's nodes", colour_by="overlay",
-                                       groups=[int(group) for group in placement.nodes_per_group])
-                context.update(placement=placement, figure_data=json.loads(figure.to_json()))
-        # The ranks app builds on jobs; ask it for its section only here, to keep imports one-way.
-        from apps.ranks.views import ranks_context
-
-        context.update(ranks_context(job, self.request.GET, topology_current(), placement))
-        from apps.telemetry.views import telemetry_context
-
-        context.update(telemetry_context(job, self.request.GET))
-        from apps.saturation.views import saturation_context
-
-        context.update(saturation_context(job, self.request.GET))
-        from apps.vetting.views import vetting_context
-
-        context.update(vetting_context(job))
+        job = _job_or_404(self.request, kwargs)
+        panels = []
+        for panel in job_panels():
+            panel_context = {"job": job, "request": self.request, **panel.context(job, self.request)}
+            panels.append({"key": panel.key, "title": panel.title,
+                           "html": render_to_string(panel.template, panel_context, request=self.request)})
+        context.update(job=job, panels=panels, first=first_screen(job), now=timezone.now(),
+                       live_seconds=settings.JOB_PAGE_LIVE_SECONDS,
+                       summary_url=reverse("jobs:summary", args=[job.cluster.name, job.job_id]),
+                       api_url=reverse("jobs-api:job-detail", args=[job.cluster.name, job.job_id]))
         return context
+
+
+def _job_or_404(request, kwargs):
+    job = job_get_for_user(request.user, kwargs["cluster"], kwargs["job_id"])
+    if job is None:
+        raise Http404("no such job")
+    return job
+
+
+@require_GET
+def job_summary(request, cluster, job_id):
+    """The first screen alone, for the page's live update (it replaces the verdict in place)."""
+    job = _job_or_404(request, {"cluster": cluster, "job_id": job_id})
+    return render(request, "jobs/_first_screen.html", {"job": job, "first": first_screen(job), "now": timezone.now(),
+                                                            "live_seconds": settings.JOB_PAGE_LIVE_SECONDS})
+
+
+@require_GET
+def panel_figure(request, cluster, job_id, panel, name):
+    """One figure of a registered panel as Plotly JSON, with ETag/Last-Modified when the panel versions its data."""
+    job = _job_or_404(request, {"cluster": cluster, "job_id": job_id})
+    registered = job_panel(panel)
+    if registered is None or name not in registered.figures:
+        raise Http404("no such figure")
+    version = registered.version(job) if registered.version else None
+    etag = None
+    if version:
+        query = "&".join(f"{key}={value}" for key, value in sorted(request.GET.items()))
+        etag = '"' + hashlib.sha256(f"{panel}/{name}/{version}/{query}".encode()).hexdigest()[:32] + '"'
+        if request.headers.get("If-None-Match") == etag:
+            response = HttpResponseNotModified()
+            response["ETag"] = etag
+            return response
+        key = f"jobs:panel-figure:{etag}"
+        body = cache.get(key)
+        if body is None:
+            body = json.dumps(registered.figures[name](job, request.GET))
+            cache.set(key, body, 3600)
+    else:
+        body = json.dumps(registered.figures[name](job, request.GET))
+    response = HttpResponse(body, content_type="application/json")
+    response["Cache-Control"] = "private, no-cache"
+    if etag:
+        response["ETag"] = etag
+    return response

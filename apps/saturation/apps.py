@@ -5,3 +5,16 @@ class SaturationConfig(AppConfig):
     name = "apps.saturation"
     label = "saturation"
     verbose_name = "Saturation"
+
+    def ready(self):
+        from apps.core.panels import JobPanel, register_job_panel
+
+        from . import panel
+
+        register_job_panel(JobPanel(key="saturation", title="GPU saturation", order=10, template="saturation/_job_section.html",
+                                    context=panel.context, summary=panel.summary, figures=panel.FIGURES, version=panel.version))
+        try:
+            from .colourings import register as register_colourings
+        except ImportError:  # the rank-map colourings arrive with the ranks panel
+            return
+        register_colourings()

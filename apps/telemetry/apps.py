@@ -12,3 +12,10 @@ class TelemetryConfig(AppConfig):
         from .health import check_telemetry_store
 
         register_readiness_check("telemetry", check_telemetry_store)
+
+        from apps.core.panels import JobPanel, register_job_panel
+
+        from . import panel
+
+        register_job_panel(JobPanel(key="telemetry", title="GPU telemetry", order=20, template="telemetry/_job_section.html",
+                                    context=panel.context, summary=panel.summary))

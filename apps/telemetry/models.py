@@ -52,6 +52,11 @@ class JobTelemetry(models.Model):
     gpus = models.PositiveIntegerField(default=0)
     fields = models.JSONField(default=list, blank=True)
     samples = models.PositiveBigIntegerField(default=0)
+    # What the store really held, not the window asked for: the first bucket with a sample and the
+    # end of the last one, and how many GPUs reported at all.
+    first_sample = models.DateTimeField(null=True, blank=True)
+    last_sample = models.DateTimeField(null=True, blank=True)
+    gpus_reporting = models.PositiveIntegerField(null=True, blank=True)
     product = models.CharField(max_length=500, blank=True, help_text="Path of the cube, relative to the data folder.")
 
     def __str__(self) -> str:

@@ -47,6 +47,17 @@ class JobCube:
         matches = np.flatnonzero(self.fields == field_id)
         return int(matches[0]) if len(matches) else None
 
+    def coverage(self) -> tuple[np.datetime64 | None, np.datetime64 | None, int]:
+        """(first bucket holding a sample, end of the last one, GPUs with any sample): the data's real extent."""
+        if self.count.size == 0:
+            return None, None, 0
+        filled = self.count.sum(axis=(0, 1)) > 0
+        if not filled.any():
+            return None, None, 0
+        columns = np.flatnonzero(filled)
+        last = self.buckets[columns[-1]] + np.timedelta64(int(self.step), "s")
+        return self.buckets[columns[0]], last, int((self.count.sum(axis=(1, 2)) > 0).sum())
+
     def labels(self) -> list[str]:
         return [f"{host} GPU {gpu}" for host, gpu in zip(self.hosts, self.gpus)]
 

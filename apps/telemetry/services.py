@@ -1,6 +1,7 @@
 """Writes of the telemetry app: building a job's data product from the telemetry store."""
 from pathlib import Path
 
+import pandas as pd
 from django.conf import settings
 from django.utils import timezone
 
@@ -8,6 +9,13 @@ from .backends.base import Query
 from .models import JobTelemetry, JobTelemetryStatusChoices as Status
 from .products import build_cube, choose_step
 from .store import telemetry_store
+
+
+def as_utc(moment):
+    """A numpy datetime64 (naive UTC) as an aware datetime; None stays None."""
+    if moment is None:
+        return None
+    return pd.Timestamp(moment).tz_localize("UTC").to_pydatetime()
 
 
 def product_path(job) -> Path:
@@ -57,6 +65,8 @@ def job_telemetry_refresh(job, report=lambda done, message: None) -> JobTelemetr
         record.status = Status.STATUS_EMPTY
         record.message = "no samples for this job's nodes and run time in the telemetry store"
         record.gpus, record.fields, record.samples, record.product = 0, [], 0, ""
+        record.first_sample = record.last_sample = None
+        record.gpus_reporting = 0
         record.materialized = timezone.now()
         record.save()
         return record
@@ -66,6 +76,9 @@ def job_telemetry_refresh(job, report=lambda done, message: None) -> JobTelemetr
     record.status, record.message = Status.STATUS_READY, ""
     record.gpus, record.fields = len(cube.gpus), [int(f) for f in cube.fields]
     record.samples = int(cube.count.sum())
+    first, last, reporting = cube.coverage()
+    record.first_sample, record.last_sample = as_utc(first), as_utc(last)
+    record.gpus_reporting = reporting
     record.product = str(path.relative_to(settings.DATA_DIR))
     record.materialized = timezone.now()
     record.save()

@@ -63,7 +63,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files, answered here with their precompressed .br/.gz copies (see STORAGES below).
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Everything else (pages, JSON, CSV) is gzipped when the client accepts it; above every
+    # middleware that reads or changes the body. BREACH: see apps/core/compression.py.
+    "apps.core.compression.PortalGZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -171,8 +175,9 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "apps.core.staticfinders.VendoredPackageFinder",
 ]
+# collectstatic writes a hashed name and a .gz copy of every file (a .br one too when the brotli
+# package is installed); whitenoise sends the smallest copy the browser accepts.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
@@ -528,3 +533,6 @@ CATALOG_ELASTICSEARCH_MAX_MEMBERS = env.int("CATALOG_ELASTICSEARCH_MAX_MEMBERS",
 CATALOG_API_TIMEOUT = env.float("CATALOG_API_TIMEOUT", default=10.0)
 # Hours of fleet-wide GPU telemetry (every GPU, 60 s) `manage.py demo` writes for the catalogue's products.
 DEMO_FLEET_HOURS = env.float("DEMO_FLEET_HOURS", default=2.0)
+
+# Job page: how often the page of a running job asks for news (first screen and drawn figures), in place.
+JOB_PAGE_LIVE_SECONDS = env.int("JOB_PAGE_LIVE_SECONDS", default=30)

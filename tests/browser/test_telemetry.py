@@ -1,31 +1,48 @@
-"""The demo Megatron job's telemetry heatmap in Chromium: drawn, switchable, and the straggler visible."""
+"""The demo Megatron job's telemetry and saturation panels in Chromium: drawn after the first paint,
+switchable in place, stragglers linked to the network with the job kept in view, PNG download."""
 import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+
+def open_job(page, live_server, job, query=""):
+    page.goto(f"{live_server.url}/accounts/login/?next=/jobs/alps/{job.job_id}/{query}")
+    page.get_by_label("Username").fill("demo")
+    page.get_by_label("Password").fill("belvedere-demo")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"**/jobs/alps/{job.job_id}/*")
 
 
 def test_megatron_job_telemetry_heatmap(live_server, page, screenshot, transactional_db):
     from django.core.management import call_command
 
     from apps.jobs.models import Job
+    from apps.telemetry.synthetic_jobs import default_planted
 
     call_command("demo", stdout=open("/dev/null", "w"))
     job = Job.objects.get(name="megatron-gpt-175b-pretrain")
-    page.goto(f"{live_server.url}/accounts/login/?next=/jobs/alps/{job.job_id}/?tfield=100")
-    page.get_by_label("Username").fill("demo")
-    page.get_by_label("Password").fill("belvedere-demo")
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_selector("#telemetry-figure[data-rendered=true]", timeout=60_000)
+    open_job(page, live_server, job, "?tfield=100")
     section = page.get_by_role("region", name="GPU telemetry")
-    assert "512 GPUs" in section.inner_text()
-    assert page.locator("#tfield").input_value() == "100"  # SM clock: the throttled GPU is the dark row
+    section.scroll_into_view_if_needed()
+    page.wait_for_selector("#telemetry-heatmap[data-rendered=true]", timeout=60_000)
+    assert page.locator("#tfield").input_value() == "100"  # the field from the address is the one drawn
+    assert page.locator("#telemetry-heatmap").get_attribute("data-rendered-metric") == "100"
+    assert "512 of 512 GPUs reporting" in section.inner_text()
+    host, gpu = default_planted(list(job.node_list)).throttled
+    labels = page.evaluate("document.getElementById('telemetry-heatmap').data[0].text.map(r => r[0])")
+    assert len(labels) == 512 and any(label.endswith(f"{host}:{gpu}") for label in labels)
+    # the node x field table loads when opened
+    page.locator("#telemetry-nodes summary").click()
+    page.wait_for_selector("#telemetry-nodes table", timeout=30_000)
+    assert page.locator("#telemetry-nodes tbody tr").count() == 128
     path = screenshot(page, "telemetry-megatron-page")
     section.screenshot(path=str(path.with_name("telemetry-megatron-sm-clock.png")))
     assert page.problems.take() == []
 
 
 def test_megatron_job_saturation_section(live_server, page, screenshot, transactional_db):
-    """Score, heatmap sorted by pipeline stage, bands, stragglers linked to the topology, PNG download."""
+    """Score, stragglers in words, bands, scatter, a straggler's series against its peers, PNG download,
+    and the straggler on the network with the job's other nodes still shown."""
     from django.core.management import call_command
 
     from apps.jobs.models import Job
@@ -35,27 +52,26 @@ def test_megatron_job_saturation_section(live_server, page, screenshot, transact
     job = Job.objects.get(name="megatron-gpt-175b-pretrain")
     record = JobSaturation.objects.get(job=job)
     throttled = next(s for s in record.stragglers if s["signal"] == "sm_clock")
-    page.goto(f"{live_server.url}/accounts/login/?next=/jobs/alps/{job.job_id}/?ssort=pp")
-    page.get_by_label("Username").fill("demo")
-    page.get_by_label("Password").fill("belvedere-demo")
-    page.get_by_role("button", name="Log in").click()
-    for figure in ("saturation-heatmap", "saturation-bands", "saturation-scatter"):
-        page.wait_for_selector(f"#{figure}[data-rendered=true]", timeout=60_000)
+    open_job(page, live_server, job, "?ssort=pp")
     section = page.get_by_role("region", name="GPU saturation")
+    for figure in ("saturation-heatmap", "saturation-bands", "saturation-scatter"):
+        page.locator(f"#{figure}").scroll_into_view_if_needed()
+        page.wait_for_selector(f"#{figure}[data-rendered=true]", timeout=60_000)
     text = section.inner_text()
     assert page.locator("#saturation-score").inner_text().startswith(f"{record.score:.0f}")
     assert "tensor cores" in text and page.locator("#ssort").input_value() == "pp"
-    # the heatmap's rows go by pipeline stage (then rank); the throttled GPU's row is marked
-    labels = page.evaluate("document.getElementById('saturation-heatmap').data[0].y")
-    ranks = [int(label.split("rank ")[1].split(" ")[0]) for label in labels]
-    assert len(labels) == 512 and ranks == sorted(ranks, key=lambda r: (r // 64, r))
-    assert f"⚠ rank {throttled['rank']} · {throttled['host']} GPU {throttled['gpu']}" in labels
     bands = page.evaluate("document.getElementById('saturation-bands').data.map(t => t.name)")
     assert "saturation S: 10-90 %" in bands and "saturation S: median" in bands
     stragglers = page.locator("#stragglers li")
     assert stragglers.count() == len(record.stragglers) == 3
     item = stragglers.filter(has_text="SM clock")
-    assert "28% below its peers" in item.inner_text() and "power-limited" in item.inner_text()
+    assert "28% below its peers" in item.inner_text() and "robust SDs below its peers" in item.inner_text()
+
+    # its series against its peers' median and band
+    item.get_by_role("button", name="its series against its peers").click()
+    page.wait_for_selector("#gpu-series .gpu-series__figure[data-rendered=true]", timeout=30_000)
+    names = page.evaluate("document.querySelector('#gpu-series .gpu-series__figure').data.map(t => t.name)")
+    assert "peers' median" in names and "peers 10–90 %" in names
     path = screenshot(page, "saturation-megatron-page")
     section.screenshot(path=str(path.with_name("saturation-megatron.png")))
 
@@ -66,10 +82,12 @@ def test_megatron_job_saturation_section(live_server, page, screenshot, transact
     assert open(saved, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert page.problems.take() == []
 
-    # the straggler on the network: the whole machine with its node highlighted
-    item.get_by_role("link", name="on the network").click()
-    page.wait_for_url(f"**/topology/?nodes={throttled['host']}")
+    # the straggler on the network: the job's nodes stay highlighted, its node in focus
+    item.get_by_role("link", name="on the network, with this job").click()
+    page.wait_for_url("**/topology/?*focus=*")
+    assert f"focus={throttled['host']}" in page.url
     page.wait_for_selector("[data-figure][data-rendered=true]", timeout=60_000)
-    assert page.locator("#overlay-nodes").input_value() == throttled["host"]
+    legend = " ".join(page.locator(".legendtext").all_inner_texts())
+    assert "this job" in legend.lower()
     screenshot(page, "saturation-straggler-on-topology")
     assert page.problems.take() == []

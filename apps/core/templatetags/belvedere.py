@@ -3,6 +3,8 @@ from datetime import timedelta
 
 from django import template
 
+from apps.core.numbers import quantity, significant
+
 register = template.Library()
 
 
@@ -58,3 +60,29 @@ def percent(fraction) -> str:
     if fraction in (None, ""):
         return "–"
     return f"{float(fraction) * 100:.4g} %"
+
+
+@register.filter
+def sig(value, digits=3) -> str:
+    """At most ``digits`` significant digits with thousands separators: 1.4791 -> '1.48', 32512 -> '32,500'."""
+    return significant(None if value in (None, "") else float(value), int(digits))
+
+
+@register.filter
+def thousands(value) -> str:
+    """A count with thousands separators: 32512 -> '32,512'."""
+    if value in (None, ""):
+        return "–"
+    return f"{int(value):,}"
+
+
+@register.filter
+def qty(value, unit="") -> str:
+    """A quantity with its unit, at most three significant digits: (1390, 'MHz') -> '1,390 MHz'."""
+    return quantity(None if value in (None, "") else float(value), unit)
+
+
+@register.filter
+def replace_name(url: str, name: str) -> str:
+    """A URL reversed with the placeholder NAME, for one of several figures: '…/NAME.json' -> '…/bands.json'."""
+    return str(url).replace("NAME", str(name))

@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from apps.jobs.models import Job
 from apps.saturation.models import JobSaturation
-from apps.saturation.views import LIMITER_WORDS
+from apps.saturation.panel import LIMITER_WORDS
 
 
 def _f(value, digits=2):

@@ -1,0 +1,35 @@
+"""The job app's own panels on its page: timeline and steps, and how scripts in the job reach the portal."""
+from django.urls import reverse
+
+from apps.core.numbers import clock, duration_words
+from apps.core.panels import Fact, JobPanel, PanelSummary, register_job_panel
+
+
+def timeline_context(job, request) -> dict:
+    return {"steps": list(job.steps.all()[:200])}
+
+
+def timeline_summary(job) -> PanelSummary | None:
+    if job.start_time is None:
+        return PanelSummary(facts=[Fact("State", job.get_state_display(), job.state_reason or "waiting to start", "info",
+                                        "fact-state")])
+    if job.end_time:
+        words = f"ran {duration_words(job.end_time - job.start_time)}, {clock(job.start_time)}–{clock(job.end_time, job.start_time)}"
+    else:
+        words = f"running for {duration_words(job.elapsed)} since {clock(job.start_time)}"
+        if job.time_limit_minutes:
+            words += f" of {duration_words(job.time_limit_minutes * 60)} allowed"
+    level = "ok" if job.state in ("RUNNING", "COMPLETED") else "warning"
+    return PanelSummary(facts=[Fact("State", job.get_state_display(), words, level, "fact-state")])
+
+
+def scripts_context(job, request) -> dict:
+    return {"token_url": reverse("jobs-api:job-token", args=[job.cluster.name, job.job_id]),
+            "api_url": reverse("jobs-api:job-detail", args=[job.cluster.name, job.job_id])}
+
+
+def register() -> None:
+    register_job_panel(JobPanel(key="timeline", title="Timeline and steps", order=60, template="jobs/_timeline_panel.html",
+                                context=timeline_context, summary=timeline_summary))
+    register_job_panel(JobPanel(key="scripts", title="For scripts in this job", order=90, template="jobs/_scripts_panel.html",
+                                context=scripts_context))

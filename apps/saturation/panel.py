@@ -1,0 +1,223 @@
+"""The saturation panel of the job page and the verdict it gives the first screen.
+
+The shell reads the job's row only (the per-GPU list is cached per scoring); figures load after the
+first paint: the heatmap from the API (compact), the bands and the utilisation scatter from
+``figures`` below. A job without a score says why.
+"""
+import json
+import re
+from pathlib import Path
+
+from django.conf import settings
+from django.core.cache import cache
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.core.numbers import clock, count, duration_words, quantity, significant, z_words
+from apps.core.panels import Fact, Finding, PanelSummary
+
+from .figures import bands, utilisation_vs_saturation
+from .models import JobSaturation, JobSaturationStatusChoices as Status
+from .products import METRICS, SORTS, SaturationCube
+
+LIMITER_WORDS = {"tensor": "tensor cores", "fp64": "FP64 pipes", "fp32": "FP32 pipes", "fp16": "FP16 pipes",
+                 "dram": "memory bandwidth (HBM)", "nvlink": "NVLink", "pcie": "PCIe", "c2c": "NVLink-C2C"}
+SORT_WORDS = {"rank": "rank", "node": "node", "pp": "pipeline stage", "dp": "data-parallel replica", "group": "dragonfly group",
+              "score": "score (lowest first)"}
+TABLE_ROWS = 50  # the per-GPU table on the page: stragglers first, then the least saturated; the download has all
+LIGHT_FIELDS = ("id", "job_id", "status", "message", "scoring_since", "computed", "score", "compute", "memory", "link",
+                "limiter", "labels", "flags", "idle_gpus", "energy_j", "energy_low_j", "window_start", "window_end",
+                "steady_start", "samples", "stragglers", "product", "gpu_model", "step_seconds")
+ACTIONS = {
+    "tensor": "Close to the tensor-core roof: larger batches or FP8 are what is left.",
+    "dram": "Memory-bandwidth bound: fuse kernels, use larger tiles or activation recomputation less.",
+    "nvlink": "Bound by NVLink traffic: revisit tensor parallelism (a smaller TP degree moves traffic off the links).",
+    "pcie": "Bound by PCIe: data loading or host transfers; pin memory and overlap copies with compute.",
+    "c2c": "Bound by the Grace–Hopper link: host offload traffic; keep optimizer states on the GPU if they fit.",
+}
+
+
+def straggler_links(item: dict, job) -> dict:
+    """Where a straggler finding points: its node's page, and the network with this job's nodes shown and
+    the lagging ones in focus (the job stays in view), or the group page for a fabric finding."""
+    from apps.topology.links import job_focus_url  # topology is below saturation: a one-way import
+
+    hosts = item.get("hosts") or ([item["host"]] if item.get("host") else [])
+    links = {}
+    if item.get("host"):
+        links["node"] = reverse("topology:node", args=[item["host"]])
+    if hosts:
+        links["topology"] = job_focus_url(job.nodes or ",".join(job.node_list or []), hosts,
+                                          f"{job.cluster.name}/{job.job_id}")
+    group = item.get("group")
+    if group is None and item.get("level") == "switch" and item.get("switch"):
+        head = str(item["switch"]).split(".")[0]
+        group = int(head) if re.fullmatch(r"[0-9]{1,9}", head) else None  # not str.isdigit(): "²" is a digit to it
+    if group is not None and item.get("level") in ("switch", "group"):
+        links["group"] = reverse("topology:group", args=[int(group)])
+    return links
+
+
+def record_for(job, light: bool = True) -> JobSaturation | None:
+    rows = JobSaturation.objects.filter(job=job)
+    return (rows.only(*LIGHT_FIELDS) if light else rows).first()
+
+
+def version(job) -> str | None:
+    row = JobSaturation.objects.filter(job=job).values("pk", "computed", "product", "status").first()
+    if not row or row["status"] != Status.STATUS_READY:
+        return None
+    return f"s{row['pk']}-{row['computed'].timestamp() if row['computed'] else 0}-{row['product']}"
+
+
+def per_gpu(job, record: JobSaturation) -> list[dict]:
+    """The per-GPU list of the current scoring, cached by its version (it is large for big jobs)."""
+    key = f"saturation:per-gpu:{version(job)}"
+    rows = cache.get(key)
+    if rows is None:
+        rows = JobSaturation.objects.filter(pk=record.pk).values_list("per_gpu", flat=True).first() or []
+        cache.set(key, rows, 3600)
+    return rows
+
+
+def why_no_score(job, record: JobSaturation | None) -> str:
+    """Why the job has no score, in words: never 'not scored yet' for a job that will never be scored."""
+    if job.start_time is None:
+        return "The job has not started; it is scored once it runs and GPU telemetry arrives."
+    if record is None:
+        if job.is_active:
+            return ("Not scored yet: running jobs are scored every "
+                    f"{duration_words(getattr(settings, 'SATURATION_REFRESH_SECONDS', 600))} once telemetry arrives.")
+        return ("Not scored: no scoring ran for this job — usually because no GPU telemetry reached the portal for its "
+                "nodes and run time (see the data line above).")
+    if record.status == Status.STATUS_EMPTY:
+        return "Not scored: no GPU telemetry for this job's nodes and run time."
+    if record.status == Status.STATUS_FAILED:
+        return f"Scoring failed: {record.message or 'no reason recorded'}."
+    if record.status == Status.STATUS_WAITING:
+        return f"Waiting: {record.message or 'the job has not started on any node yet'}."
+    if record.scoring_since:
+        return f"Scoring since {clock(record.scoring_since)}: {record.message or 'reading the telemetry store'}."
+    return record.get_status_display()
+
+
+def context(job, request) -> dict:
+    record = record_for(job)
+    result = {"job_saturation": record}
+    if record is None or record.status != Status.STATUS_READY or not record.product:
+        result["saturation_reason"] = why_no_score(job, record)
+        return result
+    if not (Path(settings.DATA_DIR) / record.product).exists():
+        result["saturation_problem"] = "the saturation product file is missing; it is rebuilt at the next scoring"
+        return result
+    gpus = per_gpu(job, record)
+    has_ranks = any(g.get("rank") is not None for g in gpus[:64])
+    metric = request.GET.get("smetric") if request.GET.get("smetric") in METRICS else "S"
+    sort = request.GET.get("ssort") if request.GET.get("ssort") in SORTS else ("rank" if has_ranks else "node")
+    mode = "deviation" if request.GET.get("smode") == "deviation" else "value"
+    table = sorted(gpus, key=lambda g: (not g.get("straggler"), g["score"] is None, g["score"] or 0))
+    args = [job.cluster.name, job.job_id]
+    result.update(
+        saturation_limiter_words=LIMITER_WORDS.get(record.limiter, record.limiter or "nothing"),
+        saturation_metric=metric, saturation_sort=sort, saturation_mode=mode,
+        saturation_metrics=[(name, m.title + (f" ({m.unit})" if m.unit else "")) for name, m in METRICS.items()],
+        saturation_sorts=[(value, SORT_WORDS[value]) for value in SORTS],
+        saturation_table=table[:TABLE_ROWS], saturation_table_more=max(0, len(table) - TABLE_ROWS),
+        saturation_gpus=len(gpus),
+        saturation_stragglers=[{**item, "links": straggler_links(item, job), "z_words": z_words(item.get("z"))}
+                               for item in record.stragglers],
+        saturation_energy_low_share=(100 * record.energy_low_j / record.energy_j) if record.energy_j else None,
+        saturation_energy_kwh=(record.energy_j / 3.6e6) if record.energy_j else None,
+        saturation_png_name=f"saturation-{job.cluster.name}-{job.job_id}",
+        saturation_heatmap_url=reverse("saturation-api:heatmap", args=args),
+        saturation_series_url=reverse("saturation-api:series", args=args),
+        saturation_figure_url=reverse("jobs:panel-figure", args=[*args, "saturation", "NAME"]),
+        saturation_samples_words=count(record.samples, "sample"),
+    )
+    return result
+
+
+def _straggler_finding(job, item: dict) -> Finding:
+    where = f"{item['host']}:{item['gpu']}" if item.get("gpu") is not None else (item.get("host") or item.get("switch") or "?")
+    rank = f" (rank {item['rank']})" if item.get("rank") is not None else ""
+    level = item.get("level", "gpu")
+    what = {"gpu": f"GPU {where}{rank}", "node": f"Node {item.get('host')}", "switch": f"Switch {item.get('switch')}",
+            "group": f"Dragonfly group {item.get('group')}"}.get(level, where)
+    lasting = f" for {duration_words(item.get('duration_s'))}" if item.get("duration_s") else ""
+    title = f"{what} lags its peers on {item.get('signal', '?')}: {z_words(item.get('z'))}{lasting}."
+    if item.get("cause"):
+        title = title[:-1] + f" — {item['cause']}."
+    hosts = item.get("hosts") or ([item["host"]] if item.get("host") else [])
+    if level in ("gpu", "node") and hosts:
+        action = f"The whole job waits for it: resubmit with --exclude={','.join(hosts[:8])} and report the node to staff."
+    else:
+        action = "Staff: check the switch's links and error counters; resubmitting elsewhere avoids it."
+    return Finding("critical" if level in ("gpu", "node") else "warning", title, action, "#stragglers", "saturation")
+
+
+def summary(job) -> PanelSummary | None:
+    if job.start_time is None:
+        return None
+    record = record_for(job)
+    part = PanelSummary()
+    if record is None or record.status != Status.STATUS_READY:
+        reason = why_no_score(job, record)
+        part.facts.append(Fact("Saturation", "no score", reason, "info", "fact-saturation"))
+        return part
+    limiter = LIMITER_WORDS.get(record.limiter, record.limiter or "nothing")
+    freshness = f"scored {clock(record.computed)} ({duration_words(timezone.now() - record.computed)} ago)" if record.computed else ""
+    part.facts.append(Fact("Saturation", f"{significant(record.score)} of 100", f"limited by {limiter}; {freshness}",
+                           "ok" if (record.score or 0) >= 50 else "warning", "fact-saturation"))
+    gpus_total = job.gpus or None
+    idle = record.idle_gpus or 0
+    part.facts.append(Fact("Idle GPUs", f"{idle:,}" + (f" of {gpus_total:,}" if gpus_total else ""),
+                           "busy less than 5 % of the steady state", "warning" if idle else "ok", "fact-idle"))
+    part.facts.append(Fact("Stragglers", f"{len(record.stragglers):,}", "GPUs, nodes or switches lagging their peers",
+                           "critical" if record.stragglers else "ok", "fact-stragglers"))
+    for item in record.stragglers[:5]:
+        part.findings.append(_straggler_finding(job, item))
+    if len(record.stragglers) > 5:
+        part.findings.append(Finding("warning", f"{len(record.stragglers) - 5:,} more straggler findings.", "See them all below.",
+                                     "#stragglers", "saturation"))
+    if idle:
+        part.findings.append(Finding("warning", f"{idle:,} GPU{'s' * (idle > 1)} idle in the steady state"
+                                     + (f" of {gpus_total:,}" if gpus_total else "") + ": allocated but doing nothing.",
+                                     "Check that every GPU gets a rank (tasks per node × GPUs per task, CUDA_VISIBLE_DEVICES).",
+                                     "#panel-saturation", "saturation"))
+    throttled = [label for label in record.labels if "clock-limited" in label or "thermal" in label or "power" in label]
+    if throttled:
+        part.findings.append(Finding("warning", f"Clocks held down: {throttled[0]}.",
+                                     "Staff: check cooling and power capping on these nodes; the job loses speed it paid for.",
+                                     "#panel-saturation", "saturation"))
+    if record.score is not None and record.limiter in ACTIONS:
+        part.findings.append(Finding("info", f"Saturation {significant(record.score)} of 100, limited most of the time by {limiter}.",
+                                     ACTIONS[record.limiter], "#panel-saturation", "saturation"))
+    elif record.score is not None and record.score < 30:
+        part.findings.append(Finding("warning", f"Saturation {significant(record.score)} of 100: far from every roof "
+                                     f"({', '.join(record.labels[:2]) or 'no unit is busy'}).",
+                                     "Profile one step (nsys) to see where the time goes: data loading, communication "
+                                     "or small kernels.", "#panel-saturation", "saturation"))
+    return part
+
+
+def _cube(job, metrics):
+    record = record_for(job)
+    if record is None or record.status != Status.STATUS_READY or not record.product:
+        return None, None
+    path = Path(settings.DATA_DIR) / record.product
+    return (SaturationCube.load(path, metrics), record) if path.exists() else (None, record)
+
+
+def bands_figure(job, query) -> dict:
+    cube, _ = _cube(job, {"S", "C", "M", "L"})
+    return {} if cube is None else json.loads(bands(cube).to_json())
+
+
+def scatter_figure(job, query) -> dict:
+    record = record_for(job)
+    if record is None or record.status != Status.STATUS_READY:
+        return {}
+    return json.loads(utilisation_vs_saturation(per_gpu(job, record)).to_json())
+
+
+FIGURES = {"bands": bands_figure, "scatter": scatter_figure}

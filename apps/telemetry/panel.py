@@ -1,0 +1,89 @@
+"""The telemetry panel of the job page and its part of the first screen: what data there is, really.
+
+The panel's shell is cheap (one row); the heatmap and the node table load as JSON from the API
+after the first paint. The summary says the truth about the data: its real first and last sample,
+how many GPUs reported, and whether a running job's samples still arrive.
+"""
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.core.coverage import LAGGING, NONE, STALE, coverage
+from apps.core.panels import Finding, Freshness, PanelSummary
+
+from .fields import FIELDS
+from .models import JobTelemetry, JobTelemetryStatusChoices as Status
+
+DEFAULT_HEATMAP_FIELD = 1002  # SM activity: busy SMs, the first thing to look at
+SOURCE = "GPU telemetry"
+# The fields offered first in the picker, in this order; the rest follow by id.
+PREFERRED = (1002, 1004, 1005, 150, 100, 155, 1001, 1011, 1012)
+
+
+def record_for(job) -> JobTelemetry | None:
+    return JobTelemetry.objects.filter(job=job).first()
+
+
+def job_coverage(job, record: JobTelemetry | None, now=None):
+    now = now or timezone.now()
+    has_data = record is not None and record.status == Status.STATUS_READY
+    refresh = float(getattr(settings, "TELEMETRY_REFRESH_SECONDS", 300))
+    step = float(record.step_seconds or 10) if record else 10.0
+    return coverage(source=SOURCE, running=job.is_active and job.end_time is None, start=job.start_time, end=job.end_time,
+                    first=record.first_sample if has_data else None, last=record.last_sample if has_data else None,
+                    now=now, step_s=step, live_s=refresh + 2 * step + 60, stale_s=refresh + 2 * step + 600,
+                    reporting=record.gpus_reporting if has_data else None, expected=job.gpus or None)
+
+
+def fields_offered(record: JobTelemetry) -> list[dict]:
+    ids = [int(f) for f in record.fields or []]
+    ordered = [f for f in PREFERRED if f in ids] + sorted(f for f in ids if f not in PREFERRED)
+    return [{"id": fid, "name": FIELDS[fid].display_name if fid in FIELDS else str(fid),
+             "unit": FIELDS[fid].unit if fid in FIELDS else "", "meaning": FIELDS[fid].meaning if fid in FIELDS else ""}
+            for fid in ordered]
+
+
+def context(job, request) -> dict:
+    record = record_for(job)
+    result = {"job_telemetry": record, "telemetry_coverage": job_coverage(job, record)}
+    if record is None or record.status != Status.STATUS_READY:
+        return result
+    offered = fields_offered(record)
+    wanted = request.GET.get("tfield", "")
+    chosen = next((f for f in offered if str(f["id"]) == wanted), None) or next(
+        (f for f in offered if f["id"] == DEFAULT_HEATMAP_FIELD), offered[0] if offered else None)
+    args = [job.cluster.name, job.job_id]
+    result.update(telemetry_fields=offered, telemetry_field=chosen,
+                  telemetry_heatmap_url=reverse("telemetry-api:job-heatmap", args=args),
+                  telemetry_nodes_url=reverse("telemetry-api:job-nodes", args=args))
+    return result
+
+
+def summary(job) -> PanelSummary | None:
+    if job.start_time is None:
+        return None
+    record = record_for(job)
+    found = job_coverage(job, record)
+    part = PanelSummary(freshness=[Freshness(SOURCE, record.first_sample if record else None,
+                                             record.last_sample if record else None, found.state, found.words,
+                                             record.gpus_reporting if record else None, job.gpus or None)])
+    if record is not None and record.status == Status.STATUS_FAILED:
+        part.findings.append(Finding("warning", f"Reading this job's telemetry failed: {record.message}",
+                                     "Staff: check the telemetry store on the Staff page.", "#panel-telemetry", "telemetry"))
+    elif found.state in (STALE, LAGGING):
+        part.findings.append(Finding("warning" if found.state == STALE else "info", found.words,
+                                     "Check the collector on the job's nodes (deploy/collector/), or whether the job hangs.",
+                                     "#panel-telemetry", "telemetry"))
+    elif found.state == NONE and job.is_active:
+        part.findings.append(Finding("warning", found.words, "Start the collector in the job, or ask staff whether the "
+                                     "site's DCGM exporter covers these nodes.", "#panel-telemetry", "telemetry"))
+    elif found.state == "ends early":
+        part.findings.append(Finding("info", found.words, "Numbers after the last sample are unknown, not zero.",
+                                     "#panel-telemetry", "telemetry"))
+    if record is not None and record.gpus_reporting is not None and job.gpus and record.gpus_reporting < job.gpus \
+            and found.state not in (NONE,):
+        missing = job.gpus - record.gpus_reporting
+        part.findings.append(Finding("warning", f"{missing:,} of the job's {job.gpus:,} GPUs sent no telemetry.",
+                                     "Their rows stay empty; check the collector on their nodes.", "#panel-telemetry",
+                                     "telemetry"))
+    return part
