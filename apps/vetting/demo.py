@@ -1,8 +1,8 @@
 """Demo part: 90 days of node vetting on the demo system, with repeat offenders and one bad switch.
 
 * vetnode runs of the centre's protocol (gpu idle, cuda saxpy, nccl internode) on allocations of 8-32
-  nodes (twice a day in the last month, daily before), 4 ranks per node; the running Megatron job's allocation was vetted at
-  its start and passed;
+  nodes (twice a day in the last month, daily before), 4 ranks per node; the running Megatron job's allocation was vetted in
+  its first minute and passed (no planted node or switch is in it, nor in any running job);
 * DCGM diagnostics (level 1, per GPU) every third day on a few dozen nodes, and the site's health
   checks every day on a hundred;
 * planted: a node whose GPU runs hot at idle (gpu idle fails again and again), a node whose CUDA
@@ -70,8 +70,19 @@ def build(context: DemoContext) -> dict:
     by_switch: dict[str, list[str]] = {}
     for host, (_, switch) in place.items():
         by_switch.setdefault(switch, []).append(host)
-    hot, flaky, isolate = hostnames[376], hostnames[1501], hostnames[2099]
-    bad_switch = next(switch for switch, members in sorted(by_switch.items()) if len(members) >= 4 and switch.startswith("5."))
+    # The planted nodes run no job now: a node drained and in repair, or asked to be excluded, is not one a running
+    # job sits on (the job page would say "in repair" inside a running job whose vetting passed at its start).
+    busy = {host for nodes in Job.objects.filter(cluster=cluster, state="RUNNING").values_list("node_list", flat=True) for host in nodes}
+    key = context.shared.get("megatron_job")
+    megatron = Job.objects.get(cluster__name=key[0], job_id=key[1]) if key else None
+
+    def idle_from(position: int) -> str:
+        return next(host for host in hostnames[position:] + hostnames[:position] if host not in busy)
+
+    hot, flaky, isolate = idle_from(376), idle_from(1501), idle_from(2099)
+    in_megatron = set(megatron.node_list) if megatron else set()
+    bad_switch = next(switch for switch, members in sorted(by_switch.items())
+                      if len(members) >= 4 and switch.startswith("5.") and not in_megatron & set(members))
     behind_bad = sorted(by_switch[bad_switch])
     now = timezone.now().replace(second=0, microsecond=0)
     runs, rows = [], []
@@ -154,14 +165,10 @@ def build(context: DemoContext) -> dict:
              "message": "A memory mismatch was detected on GPU 1, but no error was reported by CUDA or NVML. Run a field diagnostic on "
                         "the GPU. (DCGM error 58)" if gpu == 1 else ""} for gpu in range(4)]
     add_run(now - timedelta(hours=20), "dcgm-diag", [isolate], diag, protocol="dcgmi diag (DCGM 4.2.3)")
-    # The running Megatron job was vetted when it started, and passed.
-    key = context.shared.get("megatron_job")
-    if key:
-        job = Job.objects.get(cluster__name=key[0], job_id=key[1])
-        saved = (hot, flaky)
-        hot = flaky = ""
-        vetnode(job.start_time - timedelta(minutes=6), list(job.node_list), job=job)
-        hot, flaky = saved
+    # The running Megatron job was vetted when it started (its first minutes, inside the allocation), and passed:
+    # none of the planted nodes or switches is in it.
+    if megatron:
+        vetnode(megatron.start_time + timedelta(minutes=1), list(megatron.node_list), job=megatron)
     VettingRun.objects.bulk_create([run for run, _ in runs], batch_size=500)
     for run, results in runs:
         group_switch = {host: place.get(host, (None, "")) for host in {r["host"] for r in results}}
@@ -186,6 +193,10 @@ def build(context: DemoContext) -> dict:
                 node_act(host, action, actor=DEMO_STAFF, reason=reason, backend=planted)
             except Exception:  # noqa: BLE001 - a state the rules did not reach: skip, the demo stays consistent
                 break
+    # Slurm shows the node the staff member drained as drained (the planted backend asked no Slurm).
+    from apps.topology.models import Node, NodeStateChoices
+
+    Node.objects.filter(hostname=hot).update(state=NodeStateChoices.STATE_DRAIN)
     failing = VettingResult.objects.filter(run__submitter=DEMO_SUBMITTER, outcome__in=("fail", "critical")).values("host").annotate(
         n=Count("id")).count()
     context.shared["vetting_planted"] = {"hot": hot, "flaky": flaky, "isolate": isolate, "bad_switch": bad_switch, "behind_bad": behind_bad}

@@ -177,3 +177,30 @@ def vetting_labels(days: int = 7) -> tuple[dict[str, str], dict[str, str]]:
     labels = {host: f"{outcome} vetting ({days} days)" for host, outcome in recent_outcomes(days).items()}
     labels.update({host: STATE_WORDS[state] for host, state in node_states().items()})
     return labels, VETTING_LABEL_COLOURS
+
+
+def job_vetting_rows(job, *, start, end, now, window: timedelta) -> dict:
+    """What the job page's vetting panel reads about ``job``'s nodes (see ``assessment.assess``): this allocation's
+    runs; per node and check the time of the latest result in the ``window`` before ``start`` or in those runs; the
+    failed results from then until now; how many nodes were checked again after the start; their health states.
+    Aggregates and the rare failed rows only: a few queries whatever the job's size."""
+    from django.db.models import Max
+
+    from .assessment import CheckResult, NodeState
+
+    hosts = list(job.node_list or [])
+    runs = list(VettingRun.objects.filter(_own_runs(job)).order_by("-started", "-id")[:10])
+    own = set(VettingRun.objects.filter(_own_runs(job)).values_list("id", flat=True))
+    on_nodes = VettingResult.objects.filter(host__in=hosts)
+    before = Q(time__gte=start - window, time__lte=start) | Q(run_id__in=own)
+    latest = {(row["host"], row["eval_name"]): row["last"] for row in
+              on_nodes.filter(before).order_by().values("host", "eval_name").annotate(last=Max("time"))}
+    fields = ("host", "time", "eval_name", "outcome", "kind", "eval_type", "status", "gpu", "bandwidth_gbs", "metrics", "thresholds",
+              "message", "run_id")
+    bad = [CheckResult(**row, own_run=row["run_id"] in own) for row in
+           on_nodes.filter(Q(time__gte=start - window) | Q(run_id__in=own), outcome__in=BAD_OUTCOMES, time__lte=now)
+           .order_by("time", "id").values(*fields)[:5000]]
+    since = on_nodes.filter(time__gt=start, time__lte=end or now).exclude(run_id__in=own)
+    states = [NodeState(host, state, moment, reason) for host, state, moment, reason in
+              NodeHealth.objects.filter(host__in=hosts).exclude(state="healthy").values_list("host", "state", "since", "reason")]
+    return {"runs": runs, "latest_before": latest, "bad": bad, "checked_since": since.values("host").distinct().count(), "states": states}

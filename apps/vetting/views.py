@@ -236,18 +236,7 @@ class ProtocolCheckView(TemplateView):
 
 
 def vetting_context(job) -> dict:
-    """The job page's section: this allocation's vetting runs and where its nodes stand."""
-    if not job.node_list:
-        return {}
-    runs = list(VettingRun.objects.filter(job=job).order_by("-started")[:10])
-    since = (job.start_time or timezone.now()) - timedelta(days=7)
-    from django.db.models import Count, Q
+    """The job page's section (the vetting panel's context, ``panel.context``), until the page reads the panel registry."""
+    from .panel import context
 
-    rows = (results_for_user(None).filter(host__in=list(job.node_list), time__gte=since).order_by().values("host")
-            .annotate(total=Count("id"), failed=Count("id", filter=Q(outcome__in=BAD_OUTCOMES))))
-    checked = {row["host"]: row for row in rows}
-    states = [(host, state, STATE_WORDS[state]) for host, state in
-              NodeHealth.objects.filter(host__in=list(job.node_list)).exclude(state="healthy").order_by("host").values_list("host", "state")]
-    failing = sorted(host for host, row in checked.items() if row["failed"])
-    return {"vetting_runs": runs, "vetting_checked": len(checked), "vetting_failing": failing,
-            "vetting_unchecked": len(job.node_list) - len(checked), "vetting_states": states}
+    return context(job)

@@ -43,7 +43,7 @@ def test_node_timeline_run_grid_and_job_section(client, people, vetted, job):
     run = client.get(f"/vetting/runs/{vetted}/").content.decode()
     assert 'id="run-grid"' in run and run.count('class="cell cell--fail"') == 1 and "1 node failed" in run
     page = client.get("/jobs/alps/4242/").content.decode()
-    assert "1 of this job's nodes failed a check" in page and f"/vetting/runs/{vetted}/" in page
+    assert "it started on failing node nid001235" in page and f"/vetting/runs/{vetted}/" in page
 
 
 def test_triage_is_staff_only_and_acts_with_a_reason(client, people, vetted, settings):
@@ -123,5 +123,17 @@ def test_demo_plants_repeat_offenders_and_a_bad_switch(transactional_db):
     before = Recommendation.objects.filter(status="open").count()
     states = dict(NodeHealth.objects.exclude(state="healthy").values_list("host", "state"))
     assert "in_repair" in states.values() and "drain_recommended" in states.values() and list(states.values()).count("suspect") >= 10
+    # Issue 17: the running Megatron job tells one story: vetted at its start, all passed, no node of it out of service
+    # now; the drained node in repair runs no job.
+    from apps.jobs.models import Job
+    from apps.vetting.panel import context, summary
+
+    megatron = Job.objects.get(name="megatron-gpt-175b-pretrain", state="RUNNING")
+    verdict = summary(megatron)
+    assert verdict.findings == [] and (verdict.facts[0].value, verdict.facts[0].detail) == ("128 of 128 nodes passed before start",
+                                                                                             "now: all healthy")
+    assert context(megatron)["vetting"]["runs"][0]["passed"] and not set(states) & set(megatron.node_list)
+    [repaired] = [host for host, state in states.items() if state == "in_repair"]
+    assert not Job.objects.filter(state="RUNNING", node_search__contains=f",{repaired},").exists()
     call_command("demo", "--reset", stdout=open("/dev/null", "w"))
     assert Recommendation.objects.filter(status="open").count() == before  # rebuilt, not doubled
