@@ -26,6 +26,8 @@ def _local_secret_key() -> str:
 
 SECRET_KEY = SECRET_KEY or _local_secret_key()
 # Serve static files straight from the apps' folders: no collectstatic step for `make run`.
+# Whitenoise still sends the .br/.gz copy that sits beside a file (the Plotly bundle's are built
+# with it, static/vendor/plotly/); files without one go out uncompressed in this profile.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 STORAGES = {
