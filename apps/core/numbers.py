@@ -1,5 +1,5 @@
 """Numbers as the portal shows them: units, thousands separators, at most three significant digits,
-durations and robust z-scores in words. Plain Python, used by templates, summaries and tests."""
+durations and robust z-scores in words. Plain Python: no Django; used by templates, summaries and tests."""
 from __future__ import annotations
 
 import math
