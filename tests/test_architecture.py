@@ -1,0 +1,36 @@
+"""Layers, checked: the import-linter contracts in pyproject.toml hold, and the jobs app's templates
+render other apps' sections only through the panel registry."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_hold():
+    # lint-imports reads [tool.importlinter] from pyproject.toml; function-level imports count.
+    result = subprocess.run([str(Path(sys.executable).with_name("lint-imports")), "--no-cache"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
+
+
+def test_the_jobs_contract_names_the_panel_and_view_modules_of_every_app_with_a_panel():
+    """A new app that registers a job panel must be added to the contract, or the contract proves nothing."""
+    config = (ROOT / "pyproject.toml").read_text()
+    contract = config[config.index("[[tool.importlinter.contracts]]"):]
+    registering = sorted(path.parent.name for path in (ROOT / "apps").glob("*/apps.py")
+                         if "register_job_panel" in path.read_text() and path.parent.name != "jobs")
+    assert registering, "no app registers a job panel"
+    for app in registering:
+        assert f'"apps.{app}.panel"' in contract, f"apps.{app}.panel is missing from the jobs contract"
+
+
+def test_jobs_templates_include_no_other_apps_templates():
+    included = []
+    for template in (ROOT / "templates" / "jobs").glob("*.html"):
+        for name in re.findall(r"{%\s*include\s+[\"']([^\"']+)[\"']", template.read_text()):
+            if not name.startswith("jobs/"):
+                included.append(f"{template.name}: {name}")
+    assert included == []
