@@ -23,6 +23,8 @@ STATE_COLOURS = {
     "unknown": "#9aa4ae",
 }
 OVERLAY_COLOUR = "#d1495b"
+FOCUS_COLOUR = "#ffb000"  # focused nodes (a straggler) among highlighted ones: amber stars with a dark rim
+FOCUS_OUTLINE = "#1b2430"
 BACKGROUND_COLOUR = "#d5dbe1"
 SWITCH_COLOUR = "#5a6472"
 MUTED_COLOUR = "#8a939c"
@@ -92,6 +94,8 @@ def system_figure(
     muted_labels: tuple[str, ...] = (),
     hover_notes: dict[str, str] | None = None,
     label_colours: dict[str, str] | None = None,
+    focus: set[str] | None = None,
+    focus_label: str = "focused",
 ) -> go.Figure:
     """The system (or only ``groups``) with one marker per node and per switch.
 
@@ -101,6 +105,8 @@ def system_figure(
     without one are ``unlabelled`` and fade, ``muted_labels`` are drawn in a neutral grey).
     ``hover_notes`` adds a line per node to its hover text (e.g. the ranks it runs);
     ``label_colours`` fixes the colour of labels that mean something (e.g. vetting states).
+    ``focus`` nodes (e.g. a straggler among a job's nodes) are drawn again on top, as larger amber stars
+    named ``focus_label`` in the legend, whatever the colouring.
     """
     hover_notes = hover_notes or {}
     groups = sorted(set(groups) if groups is not None else set(topology.groups))
@@ -157,6 +163,25 @@ def system_figure(
                      states.get(node.hostname, "unknown"), hover_notes.get(node.hostname, "")]
                     for node in members
                 ],
+                hovertemplate="<b>%{customdata[0]}</b> %{customdata[1]}<br>group %{customdata[2]} · %{customdata[4]}"
+                              "<br>%{customdata[3]}<br>%{customdata[5]}<extra></extra>",
+            )
+        )
+
+    focused = [node for node in nodes if node.hostname in (focus or ())]
+    if focused:
+        figure.add_trace(
+            go.Scatter(
+                x=[positions[node.hostname][0] for node in focused],
+                y=[positions[node.hostname][1] for node in focused],
+                mode="markers",
+                name=f"{focus_label} ({len(focused)})",
+                marker={"symbol": "star", "size": marker_size + 9, "color": FOCUS_COLOUR,
+                        "line": {"width": 1.5, "color": FOCUS_OUTLINE}},
+                customdata=[[node.hostname, node.xname or "", node.group,
+                             " ".join(f"{nic.name}→{nic.group}.{nic.switch}:{nic.port}" for nic in node.nics),
+                             states.get(node.hostname, "unknown"), hover_notes.get(node.hostname, "") or focus_label]
+                            for node in focused],
                 hovertemplate="<b>%{customdata[0]}</b> %{customdata[1]}<br>group %{customdata[2]} · %{customdata[4]}"
                               "<br>%{customdata[3]}<br>%{customdata[5]}<extra></extra>",
             )

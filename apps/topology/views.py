@@ -1,15 +1,22 @@
 """Topology pages: the whole system, one group, one node."""
 import json
+import re
 
 import hostlist
 from django.http import Http404
+from django.urls import reverse
 from django.views.generic import TemplateView
+from rest_framework import serializers
+
+from apps.core.api.params import JobRefField
 
 from .figures import system_figure
+from .links import FOCUS_LABELS
 from .placement import UnknownNodesError
 from .selectors import node_get, node_states, topology_current, topology_index_current, topology_revision_latest
 
 MAX_OVERLAY_NODES = 20000
+MAX_FOCUS_NODES = 64
 
 
 def parse_node_set(text: str) -> tuple[list[str], str | None]:
@@ -27,6 +34,50 @@ def parse_node_set(text: str) -> tuple[list[str], str | None]:
     return names, None
 
 
+class HostSetField(serializers.CharField):
+    """A Slurm hostlist expression or a comma/space separated list of hostnames, as a list of names."""
+
+    def __init__(self, *, most: int, **kwargs):
+        self.most = most
+        super().__init__(required=False, allow_blank=True, max_length=200_000, **kwargs)
+
+    def to_internal_value(self, data):
+        names, problem = parse_node_set(super().to_internal_value(data))
+        if problem:
+            raise serializers.ValidationError(problem)
+        if len(names) > self.most:
+            raise serializers.ValidationError(f"at most {self.most:,} nodes, got {len(names):,}")
+        return names
+
+
+class IndexParams(serializers.Serializer):
+    """``/topology/?nodes=&focus=&job=&label=``: the nodes to highlight (a job's), the ones to single out among
+    them (a straggler), the job to link back to (``cluster/job_id``), and what to call the focused nodes."""
+
+    nodes = HostSetField(most=MAX_OVERLAY_NODES)
+    focus = HostSetField(most=MAX_FOCUS_NODES)
+    job = JobRefField(required=False)
+    label = serializers.ChoiceField(choices=FOCUS_LABELS, required=False, error_messages={
+        "invalid_choice": f"say {', '.join(FOCUS_LABELS)}; not {{input!r}}"})
+
+    def validate_job(self, value):
+        if not re.fullmatch(r"[-a-zA-Z0-9_]{1,100}", value.cluster):
+            raise serializers.ValidationError(f"{value.cluster[:40]!r} is not a cluster name (letters, digits, - and _)")
+        return value
+
+
+def read_index_params(query) -> tuple[dict, list[str]]:
+    """The valid parameters of the topology page, and a message per bad one naming it ("focus: ..."): a bad
+    parameter is explained and left out; the others still apply."""
+    data = {key: query.get(key) for key in IndexParams().fields if query.get(key) is not None}
+    checked = IndexParams(data=data)
+    if checked.is_valid():
+        return dict(checked.validated_data), []
+    problems = [f"{name}: {message}" for name, messages in checked.errors.items() for message in messages]
+    rest = IndexParams(data={key: value for key, value in data.items() if key not in checked.errors})
+    return (dict(rest.validated_data) if rest.is_valid() else {}), problems
+
+
 class TopologyIndexView(TemplateView):
     template_name = "topology/index.html"
     colour_modes = {"state": "node state", "job": "running job", "vetting": "vetting", "group": "group", "overlay": "highlighted nodes"}
@@ -38,13 +89,33 @@ class TopologyIndexView(TemplateView):
         context["topology"] = topology
         if not topology.nodes:
             return context
-        names, problem = parse_node_set(self.request.GET.get("nodes", ""))
+        params, problems = read_index_params(self.request.GET)
+        index = topology_index_current()
+        names, focus = params.get("nodes") or [], params.get("focus") or []
+        unknown = [host for host in focus if host not in index.row_of]
+        if unknown:
+            problems.append(f"focus: {', '.join(unknown[:5])}{' …' if len(unknown) > 5 else ''} "
+                            f"{'is not a node' if len(unknown) == 1 else 'are not nodes'} of this system")
+            focus = [host for host in focus if host in index.row_of]
         placement = None
-        if names and not problem:
+        if names:
             try:
-                placement = topology_index_current().placement(names)
+                placement = index.placement(names)
             except UnknownNodesError as exc:
-                problem = str(exc)
+                problems.append(f"nodes: {exc}")
+                names = []
+        only_focus = bool(focus) and not names
+        if only_focus:  # only focused nodes: they are the highlighted ones too
+            names = list(focus)
+            placement = index.placement(names)
+        problem = "; ".join(problems) or None
+        job = params.get("job")
+        focus_label = params.get("label") or "focused"
+        highlight_label = "this job's nodes" if job and placement and not only_focus else "selected nodes"
+        context.update(focus_line=_focus_line(focus, [] if only_focus else names, focus_label, job, index) if focus else None,
+                       job_ref=job,
+                       job_url=reverse("jobs:detail", args=[job.cluster, job.job_id]) if job else None,
+                       highlight_label=highlight_label, focus_label=focus_label, focus_text=",".join(focus))
         # "automatic" (empty): highlight the given nodes if there are any, else show node states.
         colour_choice = self.request.GET.get("color", "")
         colour_by = colour_choice or ("overlay" if placement else "state")
@@ -63,6 +134,7 @@ class TopologyIndexView(TemplateView):
             labels, colours = vetting_labels()
             extra = {"colour_by": "label", "labels": labels, "unlabelled": "not vetted in 7 days", "label_colours": colours}
         figure = system_figure(topology, states=node_states(), highlight=set(names) if placement else None,
+                               highlight_label=highlight_label, focus=set(focus), focus_label=focus_label,
                                **({"colour_by": colour_by} | extra))
         context.update(
             figure_data=json.loads(figure.to_json()),
@@ -76,6 +148,20 @@ class TopologyIndexView(TemplateView):
             assumptions=(topology.parameters or {}).get("assumptions") or {},
         )
         return context
+
+
+def _focus_line(focus: list[str], names: list[str], label: str, job, index) -> dict:
+    """What the page says above the figure about the focused nodes: which, where, and whether they are among the
+    highlighted ones."""
+    among = set(names)
+    places = []
+    for host in focus[:8]:
+        nic = index.nic_of(host, 0)
+        places.append({"host": host, "where": f"group {nic.group}, switch {nic.group}.{nic.switch}" if nic else "",
+                       "outside": host not in among})
+    nodes = f"{len(names):,} node{'s' * (len(names) != 1)}"
+    return {"label": label, "hosts": places, "more": max(0, len(focus) - len(places)), "count": len(focus),
+            "among": (f"among the {nodes} of job {job}" if job else f"among the {nodes} highlighted") if names else ""}
 
 
 class GroupDetailView(TemplateView):
