@@ -149,6 +149,8 @@ class JobVetting:
         healthy = total - len(bad)
         if not bad:
             return f"All {count(total, 'node')} are healthy now." if total > 1 else "The node is healthy now."
+        if total == 1:
+            return f"The node is {bad[0].state_words} now."
         kinds: dict[str, int] = {}
         for state in bad:
             kinds[state.state_words] = kinds.get(state.state_words, 0) + 1
@@ -159,13 +161,10 @@ class JobVetting:
         """(level, sentence) for the top of the panel: is this job affected, and by what."""
         during = [f for f in self.affecting if f.phase == DURING]
         if during:
-            hosts = sorted({f.host for f in during})
-            return "critical", (f"Affects this job: {_hosts_words(hosts)} failed a check while it "
-                                f"{'runs' if self.running else 'ran'} ({_checks_words(during)}).")
+            return "critical", f"Affects this job: while it {'runs' if self.running else 'ran'}, {_failed_words(during)}."
         before = [f for f in self.affecting if f.phase in (BEFORE, START)]
         if before:
-            hosts = sorted({f.host for f in before})
-            return "warning", f"Affects this job: it started on {_hosts_words(hosts, 'failing')} ({_checks_words(before)})."
+            return "warning", f"Affects this job: it started on failing nodes: {_failed_words(before)}."
         states = self.affecting_states
         if states:
             return "warning", "Affects this job: " + "; ".join(state.words for state in states[:3]) + "."
@@ -330,12 +329,19 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _hosts_words(hosts: list[str], adjective: str = "") -> str:
-    shown = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4:,} more" if len(hosts) > 4 else "")
-    noun = f"{adjective} node" if adjective else "node"
-    return f"{noun} {shown}" if len(hosts) == 1 else f"{len(hosts):,} {noun}s ({shown})"
-
-
-def _checks_words(failures: list[Failure]) -> str:
-    names = list(dict.fromkeys(f"{f.check.eval_name!r} on {f.host}" for f in failures))
-    return ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
+def _failed_words(failures: list[Failure]) -> str:
+    """"nid000561 failed 'nccl internode'; 5 nodes failed 'gpu idle' (nid000001, … and 1 more)", per check."""
+    by_check: dict[str, list[str]] = {}
+    for failure in failures:
+        hosts = by_check.setdefault(failure.check.eval_name, [])
+        if failure.host not in hosts:
+            hosts.append(failure.host)
+    parts = []
+    for name, hosts in list(by_check.items())[:3]:
+        if len(hosts) == 1:
+            parts.append(f"{hosts[0]} failed {name!r}")
+        else:
+            shown = ", ".join(hosts[:4]) + (f" and {len(hosts) - 4:,} more" if len(hosts) > 4 else "")
+            parts.append(f"{len(hosts):,} nodes failed {name!r} ({shown})")
+    more = len(by_check) - 3
+    return "; ".join(parts) + (f"; and {more:,} more check{'s' * (more > 1)}" if more > 0 else "")

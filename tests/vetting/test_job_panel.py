@@ -78,7 +78,7 @@ def test_a_check_that_failed_before_the_start_names_the_check_its_value_and_the_
     assert finding.action == "Resubmit excluding nid001234 (--exclude=nid001234)"
 
     values = context(job)["vetting"]
-    assert values["level"] == "warning" and values["verdict"].startswith("Affects this job: it started on failing node nid001234")
+    assert values["level"] == "warning" and values["verdict"] == "Affects this job: it started on failing nodes: nid001234 failed 'gpu idle'."
     assert [(f["host"], f["check"], f["phase"], f["affects"]) for f in values["before_failures"]] == [(A, "gpu idle", BEFORE, True)]
     assert values["since_failures"] == [] and values["states"] == []
     assert values["unchecked_before"] == [C]
@@ -122,7 +122,7 @@ def test_a_check_failing_while_the_job_runs_is_critical_with_its_bandwidth_again
     [row] = values["since_failures"]
     assert (row["host"], row["phase"], row["affects"], row["times"]) == (B, DURING, True, 2)
     assert values["before_failures"] == [] and values["checked_since"] == 1
-    assert values["level"] == "critical" and "nid001235 failed a check while it runs" in values["verdict"]
+    assert values["level"] == "critical" and values["verdict"] == "Affects this job: while it runs, nid001235 failed 'nccl internode'."
 
 
 def test_a_failure_and_a_repair_after_the_job_ended_do_not_affect_it(cluster, settings):
@@ -211,7 +211,19 @@ def test_assess_separates_phases_and_keeps_the_worst_result_of_a_run():
     by_host = {state.host: state for state in result.states}
     assert (by_host[B].relation, by_host[B].affects) == (DURING, False)  # suspect: the job keeps running on it
     assert (by_host[C].relation, by_host[C].affects) == (AFTER, False)
-    assert result.verdict()[0] == "critical"
+    assert result.verdict() == ("critical", "Affects this job: while it ran, nid001235 failed 'nhc'.")
+
+
+def test_the_verdict_groups_nodes_by_the_check_they_failed():
+    start = NOW - timedelta(hours=1)
+    hosts = [f"nid{n:06d}" for n in range(1, 7)]
+    moment = start - timedelta(hours=3)
+    bad = [CheckResult(host, moment, "nccl", "fail") for host in hosts[:5]] + [CheckResult(hosts[5], moment, "gpu idle", "fail")]
+    latest = {(host, name): moment for host in hosts for name in ("nccl", "gpu idle")}
+    result = assess(hosts, start=start, end=None, now=NOW, latest_before=latest, bad=bad)
+    assert result.verdict() == ("warning", "Affects this job: it started on failing nodes: 5 nodes failed 'nccl' (nid000001, nid000002, "
+                                           "nid000003, nid000004 and 1 more); nid000006 failed 'gpu idle'.")
+    assert result.before_words() == "0 of 6 nodes passed their latest checks before the start; 6 nodes failed."
 
 
 def test_evidence_reads_the_results_own_bandwidth_threshold_as_vetnode_does():

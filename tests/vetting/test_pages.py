@@ -43,7 +43,7 @@ def test_node_timeline_run_grid_and_job_section(client, people, vetted, job):
     run = client.get(f"/vetting/runs/{vetted}/").content.decode()
     assert 'id="run-grid"' in run and run.count('class="cell cell--fail"') == 1 and "1 node failed" in run
     page = client.get("/jobs/alps/4242/").content.decode()
-    assert "it started on failing node nid001235" in page and f"/vetting/runs/{vetted}/" in page
+    assert "it started on failing nodes: nid001235 failed &#x27;Check GPU&#x27;" in page and f"/vetting/runs/{vetted}/" in page
 
 
 def test_triage_is_staff_only_and_acts_with_a_reason(client, people, vetted, settings):
