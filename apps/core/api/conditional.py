@@ -30,9 +30,11 @@ A DRF view::
         product_params_class = SeriesParams            # parsed before the cache: bad input is a 400
 
         def product_version(self, request, cluster, job_id):
-            head = head_or_404(request, cluster, job_id)   # access check + one .values() query
-            return ProductVersion(tag=f"{head['pk']}:{head['computed']:%s.%f}:{head['product']}",
-                                  modified=head["computed"], job=head["job_id"])
+            # the access check (404 for a caller who may not see the job), then one .values() query on the
+            # row's small fields (never a big JSON field such as JobSaturation.per_gpu)
+            self.head = saturation_head(request, cluster, job_id)
+            return row_version({k: self.head[k] for k in ("id", "computed", "product")},
+                               job=self.head["job_id"], modified="computed")
 
         def product_payload(self, request, params, cluster, job_id):
             return {...}                                # only on a cache miss
