@@ -39,6 +39,12 @@ class GpuModel:
                                                      "link": 0.9})
     link_peaks: dict = field(default_factory=dict)  # link -> bytes/s per direction
     max_sm_clock_mhz: float = 1980.0
+    # Physical facts for the heatmaps' fixed colour ranges (apps/core/heatmaps.physical_range): H100 SXM and
+    # GH200 defaults, overridable per model; DCGM's own numbers (fields 113, 153, 160) win when the data has them.
+    base_sm_clock_mhz: float = 1590.0
+    idle_temp_c: float = 30.0
+    slowdown_temp_c: float = 87.0
+    power_limit_w: float = 700.0
 
     def with_overrides(self, ceilings: dict | None = None, link_peaks: dict | None = None) -> "GpuModel":
         return replace(self, ceilings={**self.ceilings, **(ceilings or {})}, link_peaks={**self.link_peaks, **(link_peaks or {})})
