@@ -12,8 +12,9 @@ API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", 
 
 api_v1 = [path("", ApiRootView.as_view(), name="api-root")]
 for _app in API_APPS:
-    # accounts (me/, projects/), ranks and saturation (jobs/<cluster>/<id>/...) sit at the top of /api/v1/.
-    _prefix = "" if _app in {"accounts", "ranks", "saturation"} else f"{_app}/"
+    # accounts (me/, projects/), ranks, saturation and telemetry (jobs/<cluster>/<id>/...; telemetry's own
+    # endpoints under telemetry/) sit at the top of /api/v1/.
+    _prefix = "" if _app in {"accounts", "ranks", "saturation", "telemetry"} else f"{_app}/"
     api_v1.append(path(_prefix, include(f"apps.{_app}.api.urls")))
 
 urlpatterns = [

@@ -2,7 +2,10 @@
 
 The views build their bodies by hand from the stored record; these classes describe those bodies so
 that clients and fuzzers can check every answer. They are never used to render a response."""
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from apps.telemetry.api.openapi import HeatmapCoverage, HeatmapScale, HeatmapSeparator, HeatmapShade, HeatmapWindow
 
 
 class SaturationComponents(serializers.Serializer):
@@ -76,7 +79,9 @@ class SaturationResponse(serializers.Serializer):
 
 
 class HeatmapRow(serializers.Serializer):
-    """The GPU a heatmap row shows (null where unknown, as in ``per_gpu``)."""
+    """The GPU a heatmap row shows (null where unknown, as in ``per_gpu``). The json answer has ``score``; the
+    compact one ``label`` and ``members`` (GPUs in the row: more than one where rows are aggregated, and then
+    null wherever the members differ)."""
 
     host = serializers.CharField(allow_null=True)
     gpu = serializers.IntegerField(allow_null=True)
@@ -86,20 +91,66 @@ class HeatmapRow(serializers.Serializer):
     tp = serializers.IntegerField(allow_null=True)
     group = serializers.IntegerField(allow_null=True)
     switch = serializers.CharField(allow_null=True)
-    score = serializers.FloatField(allow_null=True)
+    score = serializers.FloatField(allow_null=True, required=False, help_text="json answer only.")
+    label = serializers.CharField(required=False, help_text='Compact answer only: "r388 nid001234:2", "nid001234 (4 GPUs)", '
+                                                            '"stage 3 (512 GPUs)".')
+    members = serializers.IntegerField(min_value=1, required=False, help_text="Compact answer only.")
+
+
+_SCALE_OBJECT = {
+    "type": "object",
+    "description": HeatmapScale.__doc__.strip(),
+    "properties": {
+        "zmin": {"type": "number"}, "zmax": {"type": "number"},
+        "kind": {"type": "string", "enum": ["physical", "fraction", "data", "deviation"]},
+        "source": {"type": "string"}, "bad": {"type": "string", "enum": ["low", "high"]},
+        "colorscale": {"description": '"Viridis", or a diverging [[position, colour], ...] for deviations'},
+    },
+    "required": ["zmin", "zmax", "kind", "source", "bad", "colorscale"],
+}
+
+
+@extend_schema_field({"oneOf": [{"type": "number", "description": "json answer: value = integer x scale"}, _SCALE_OBJECT]})
+class HeatmapScaleField(serializers.JSONField):
+    """json answer: the resolution of ``values`` (a number); compact answer: the colour range (an object)."""
 
 
 class HeatmapResponse(serializers.Serializer):
-    """A GPU × time matrix of one metric: ``values[row][column] × scale`` is the mean for GPU ``rows[row]``
-    in the bin starting at ``times[column]`` (``bin_seconds`` long), in ``unit``; null where the GPU reported nothing."""
+    """A GPU × time matrix of one metric, in one of two encodings.
+
+    **json** (the default without ``encoding``, ``mode``, ``rows``, ``start``, ``end``): ``values[row][column] ×
+    scale`` is the mean for GPU ``rows[row]`` in the bin starting at ``times[column]`` (``bin_seconds`` long), in
+    ``unit``; null where the GPU reported nothing.
+
+    **u8** (compact): ``z`` is base64 of len(rows) × len(times) bytes, row-major; byte b < 255 means
+    ``scale.zmin + b / 254 × (scale.zmax − scale.zmin)`` (values outside the range clipped to its ends), 255 no
+    data. ``scale`` is a fixed physical range (fractions 0–1, SM clock from the model's base to its max boost,
+    temperature from idle to slowdown, power from 0 to the limit) or, with ``mode=deviation``, ±D around the
+    peers' median (``peers`` says who they are). Above 1,024 GPUs (``rows=auto``) rows are aggregated
+    (``aggregated_by``): ``z`` keeps each cell's member furthest in the bad direction (``scale.bad``), ``mean``
+    the members' mean. ``separators`` mark stage (sort pp) or group (sort group) changes; ``coverage`` the data's
+    real first and last bin; ``shading`` the warm-up, only where there is data before ``steady_start``."""
 
     metric = serializers.CharField()
     title = serializers.CharField()
     unit = serializers.CharField(allow_blank=True, help_text="Empty for fractions.")
-    scale = serializers.FloatField()
+    scale = HeatmapScaleField()
     sort = serializers.CharField()
     bin_seconds = serializers.FloatField()
     times = serializers.ListField(child=serializers.CharField(), help_text="Bin starts, ISO 8601 UTC.")
     steady_start = serializers.DateTimeField(allow_null=True)
     rows = HeatmapRow(many=True)
-    values = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField(allow_null=True)))
+    values = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField(allow_null=True)), required=False,
+                                   help_text="json answer only.")
+    mode = serializers.ChoiceField(choices=["value", "deviation"], required=False, help_text="Compact answer only (so are "
+                                                                                             "the fields below).")
+    encoding = serializers.ChoiceField(choices=["u8"], required=False)
+    window = HeatmapWindow(required=False)
+    aggregated_by = serializers.ChoiceField(choices=["node", "pp", "group"], allow_null=True, required=False)
+    separators = HeatmapSeparator(many=True, required=False)
+    z = serializers.CharField(allow_blank=True, required=False)
+    mean = serializers.CharField(allow_null=True, allow_blank=True, required=False,
+                                 help_text="Like z: the members' mean per cell; null when no row is aggregated.")
+    shading = HeatmapShade(many=True, required=False)
+    peers = serializers.CharField(allow_null=True, required=False)
+    coverage = HeatmapCoverage(required=False)

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from django.conf import settings
 from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -10,6 +11,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core import heatmaps
 from apps.core.api.conditional import ConditionalProductMixin, ProductVersion, row_version
 from apps.core.api.exceptions import InputError
 from apps.core.api.params import QueryIntegerField, parse_query
@@ -17,9 +19,13 @@ from apps.core.exports import FORMATS, table_bytes
 from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
+from apps.telemetry.api.heatmap import HeatmapOptions, heatmap_options
 
 from ..models import JobSaturation
 from ..products import METRICS, SORTS, SaturationCube, gpu_table, heatmap_order, rebin, scaled_integers, series_table
+from ..scoring import DEFAULT_MODEL, MODELS
+from ..selectors import gpu_models
+from ..stragglers import peer_groups
 from .openapi import HeatmapResponse, SaturationResponse
 
 TABLES = ("gpus", "series")
@@ -107,7 +113,10 @@ class SaturationView(ConditionalProductMixin, APIView):
         }
 
 
-class HeatmapParams(serializers.Serializer):
+COMPACT_OPTIONS = ("mode", "rows", "start", "end")
+
+
+class HeatmapParams(HeatmapOptions):
     metric = serializers.ChoiceField(choices=list(METRICS), default="S",
                                      error_messages={"invalid_choice": f"choose one of {', '.join(METRICS)}"})
     bins = QueryIntegerField(min_value=1, max_value=2000, default=300,
@@ -115,27 +124,79 @@ class HeatmapParams(serializers.Serializer):
                                              "max_value": "bins is a whole number from 1 to 2000"})
     sort = serializers.ChoiceField(choices=list(SORTS), default="rank",
                                    error_messages={"invalid_choice": f"choose one of {', '.join(SORTS)}"})
+    encoding = serializers.ChoiceField(choices=["json", "u8"], required=False,
+                                       error_messages={"invalid_choice": "choose json or u8"},
+                                       help_text="json: integer values per GPU (the default without mode, rows, start and end); "
+                                                 "u8: the compact answer (the default with any of them)")
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        given = [name for name in COMPACT_OPTIONS if attrs.get(name)]
+        if attrs.get("encoding") == "json" and given:
+            raise serializers.ValidationError({name: f"{name} needs encoding=u8 (the json answer knows metric, sort and bins)"
+                                               for name in given})
+        attrs["encoding"] = attrs.get("encoding") or ("u8" if given else "json")
+        return attrs
 
 
-class HeatmapView(APIView):
+def _job_facts(record: JobSaturation) -> heatmaps.ModelFacts:
+    """Physical facts of the GPU model the job was scored against (staff's table, else the built-in one)."""
+    return heatmaps.facts_of(gpu_models().get(record.gpu_model) or MODELS.get(record.gpu_model) or DEFAULT_MODEL)
+
+
+def compact_heatmap(record: JobSaturation, params: dict) -> dict:
+    """The compact answer (``apps.core.heatmaps.compact``) for one metric of the job's product: peers for the
+    deviation mode are the straggler detector's, the warm-up shaded only where the data has one."""
+    metric, sort = params["metric"], params["sort"]
+    cube = load_product(record, [metric])
+    options = heatmap_options(params)
+    groups, peers = peer_groups(pd.DataFrame(record.per_gpu, columns=["pp", "tp"]))
+    rows = [{key: gpu.get(key) for key in heatmaps.ROW_KEYS} for gpu in record.per_gpu]
+    body = heatmaps.compact(heatmaps.Binned(cube.values[metric], cube.bin_starts, cube.bin_seconds), rows,
+                            quantity=heatmaps.SATURATION_QUANTITIES[metric], facts=_job_facts(record), peer_groups=groups,
+                            order=heatmap_order(record.per_gpu, sort), sort=sort, bins=params["bins"], **options)
+    first = body["coverage"]["first"]
+    shading = heatmaps.warmup_shading(cube.warmup_end, None if first is None else np.datetime64(first.rstrip("Z")),
+                                      options["start"], options["end"])
+    described = METRICS[metric]
+    return {"metric": metric, "title": described.title, "unit": described.unit, **body,
+            "steady_start": heatmaps.iso(cube.warmup_end), "shading": shading,
+            "peers": peers if options["mode"] == "deviation" else None}
+
+
+class HeatmapView(ConditionalProductMixin, APIView):
     """A GPU x time matrix of one metric from the job's saturation product (no scoring on request).
 
-    ``values[row][column] x scale`` is the metric's mean for that GPU (``rows[row]``) and time bin
-    (``times[column]``, bins of ``bin_seconds``), in ``unit`` (a fraction when empty); null where the
-    GPU reported nothing. Rows follow ``sort``."""
+    Without ``encoding``, ``mode``, ``rows``, ``start`` and ``end``: ``values[row][column] x scale`` is the
+    metric's mean for that GPU (``rows[row]``) and time bin (``times[column]``, bins of ``bin_seconds``), in
+    ``unit`` (a fraction when empty); null where the GPU reported nothing. Rows follow ``sort``.
+
+    With ``encoding=u8`` (the default when any of the others is given): the compact answer the job page
+    draws — bytes over a fixed physical colour range (``scale``), ``mode=deviation`` for value minus the
+    median of the GPU's peers (the straggler detector's), rows aggregated by node above 1,024 GPUs keeping
+    each cell's worst member and the mean, bins covering just the ``start``-``end`` window."""
 
     authentication_classes = JOB_API_AUTHENTICATION
+    product_params_class = HeatmapParams
+
+    def product_version(self, request, cluster, job_id):
+        self.head = saturation_head(request, cluster, job_id)
+        return saturation_version(self.head)
 
     @extend_schema(parameters=[HeatmapParams], responses={200: HeatmapResponse})
     def get(self, request, cluster, job_id):
-        record = _record(request, cluster, job_id)
-        params = parse_query(request, HeatmapParams)
+        return self.product_get(request, cluster=cluster, job_id=job_id)
+
+    def product_payload(self, request, params, cluster, job_id):
+        record = JobSaturation.objects.get(pk=self.head["id"])
+        if params["encoding"] == "u8":
+            return compact_heatmap(record, params)
         metric, sort, bins = params["metric"], params["sort"], params["bins"]
         cube = load_product(record, [metric])
         matrix, starts, seconds = rebin(cube.values[metric], cube.bin_starts, cube.bin_seconds, bins)
         order = heatmap_order(record.per_gpu, sort)
         described = METRICS[metric]
-        return Response({
+        return {
             "metric": metric, "title": described.title, "unit": described.unit, "scale": described.scale, "sort": sort,
             "bin_seconds": seconds,
             "times": [str(np.datetime_as_string(t, unit="s")) + "Z" for t in starts],
@@ -143,7 +204,7 @@ class HeatmapView(APIView):
             "rows": [{key: record.per_gpu[i].get(key) for key in ("host", "gpu", "rank", "pp", "dp", "tp", "group", "switch", "score")}
                      for i in order],
             "values": scaled_integers(matrix[order], described.scale),
-        })
+        }
 
 
 class StragglersView(ConditionalProductMixin, APIView):

@@ -37,3 +37,130 @@ class SeriesResponse(serializers.Serializer):
     rows = serializers.ListField(child=serializers.ListField(child=serializers.JSONField()),
                                  help_text="One list per sample or bucket; times as ISO 8601 UTC, numbers or null, text.")
     truncated = serializers.BooleanField(help_text="Whether more rows matched than the limit sends.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Compact heatmaps (apps/core/heatmaps.py): shared by the telemetry and the saturation heatmaps
+
+
+class HeatmapScale(serializers.Serializer):
+    """The colour range: ``z`` and ``mean`` bytes 0..254 map linearly onto [zmin, zmax] (value = zmin + code / 254
+    × (zmax − zmin)); values outside were clipped to the ends; 255 means no data."""
+
+    zmin = serializers.FloatField()
+    zmax = serializers.FloatField()
+    kind = serializers.ChoiceField(choices=["physical", "fraction", "data", "deviation"],
+                                   help_text="physical: a fixed range from the GPU model (clock base to max boost, idle to "
+                                             "slowdown temperature, 0 to the power limit); fraction: 0-1 (or 0-100 %); data: "
+                                             "the data's true min-max; deviation: ±D around the peers' median")
+    source = serializers.CharField(help_text="Where the range comes from, in words.")
+    bad = serializers.ChoiceField(choices=["low", "high"], help_text="Which direction is a problem for this quantity.")
+    colorscale = serializers.JSONField(help_text='"Viridis", or for deviations a diverging Plotly colour scale '
+                                                 "([[position, colour], ...]) with the bad side red.")
+
+
+class HeatmapWindow(serializers.Serializer):
+    """The time window the answer covers: the one asked for (start/end), else the product's whole span."""
+
+    start = serializers.DateTimeField(allow_null=True)
+    end = serializers.DateTimeField(allow_null=True)
+
+
+class HeatmapCoverage(serializers.Serializer):
+    """The data's real extent: start of the first and end of the last bin holding any value (null without data)."""
+
+    first = serializers.DateTimeField(allow_null=True)
+    last = serializers.DateTimeField(allow_null=True)
+
+
+class HeatmapSeparator(serializers.Serializer):
+    """A row where the pipeline stage (sort pp) or the dragonfly group (sort group) changes, the first row included."""
+
+    row = serializers.IntegerField(min_value=0)
+    label = serializers.CharField(help_text='"stage 3", "group 12"')
+
+
+class HeatmapShade(serializers.Serializer):
+    """A time span to shade (the warm-up before the steady state, only where there is data in it)."""
+
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    label = serializers.CharField()
+
+
+class CompactHeatmapRow(serializers.Serializer):
+    """One row: a GPU, or (``members`` > 1) GPUs aggregated by node, stage or group; null where unknown or not
+    common to all members."""
+
+    label = serializers.CharField(help_text='"r388 nid001234:2", "nid001234:2", "nid001234 (4 GPUs)", "stage 3 (512 GPUs)"')
+    host = serializers.CharField(allow_null=True)
+    gpu = serializers.IntegerField(allow_null=True)
+    rank = serializers.IntegerField(allow_null=True)
+    pp = serializers.IntegerField(allow_null=True)
+    dp = serializers.IntegerField(allow_null=True)
+    tp = serializers.IntegerField(allow_null=True)
+    group = serializers.IntegerField(allow_null=True)
+    switch = serializers.CharField(allow_null=True)
+    members = serializers.IntegerField(min_value=1)
+
+
+class CompactHeatmapFields(serializers.Serializer):
+    """The fields every compact heatmap answer (``encoding=u8``) has."""
+
+    title = serializers.CharField()
+    unit = serializers.CharField(allow_blank=True, help_text="Empty for fractions.")
+    mode = serializers.ChoiceField(choices=["value", "deviation"])
+    encoding = serializers.ChoiceField(choices=["u8"])
+    sort = serializers.CharField()
+    bin_seconds = serializers.FloatField()
+    times = serializers.ListField(child=serializers.CharField(), help_text="Bin starts, ISO 8601 UTC.")
+    window = HeatmapWindow()
+    scale = HeatmapScale()
+    rows = CompactHeatmapRow(many=True)
+    aggregated_by = serializers.ChoiceField(choices=["node", "pp", "group"], allow_null=True)
+    separators = HeatmapSeparator(many=True)
+    z = serializers.CharField(allow_blank=True, help_text="base64 of len(rows) × len(times) bytes, row-major: per cell the "
+                                                          "value, or for aggregated rows the member furthest in the bad direction")
+    mean = serializers.CharField(allow_null=True, allow_blank=True,
+                                 help_text="Like z: the members' mean per cell; null when no row is aggregated.")
+    steady_start = serializers.DateTimeField(allow_null=True, help_text="Telemetry knows no steady state: null.")
+    shading = HeatmapShade(many=True)
+    peers = serializers.CharField(allow_null=True, help_text="Who each GPU is compared with (deviation mode), in words.")
+    coverage = HeatmapCoverage()
+
+
+class TelemetryHeatmapResponse(CompactHeatmapFields):
+    """One DCGM field of a job as a compact GPU × time heatmap (``metric`` is the field id)."""
+
+    metric = serializers.IntegerField()
+
+
+class TelemetryFieldName(serializers.Serializer):
+    """A DCGM field of the table."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    unit = serializers.CharField(allow_blank=True)
+
+
+class TelemetryStat(serializers.Serializer):
+    """Min, mean (weighted by samples) and max over the node's GPUs and the run; null without samples."""
+
+    min = serializers.FloatField(allow_null=True)
+    mean = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
+
+
+class TelemetryNode(serializers.Serializer):
+    """One node of the job: its GPUs and, per field id, its statistics."""
+
+    host = serializers.CharField()
+    gpus = serializers.IntegerField(min_value=0)
+    stats = serializers.DictField(child=TelemetryStat(), help_text="field id (as text) -> {min, mean, max}")
+
+
+class TelemetryNodesResponse(serializers.Serializer):
+    """The node × field min/mean/max table of a job."""
+
+    fields = TelemetryFieldName(many=True)
+    nodes = TelemetryNode(many=True)

@@ -1,12 +1,15 @@
-"""REST endpoints of the telemetry app, mounted under /api/v1/telemetry/."""
+"""REST endpoints of the telemetry app, mounted at the top of /api/v1/: the store's own under telemetry/, a
+job's products next to the job (jobs/<cluster>/<job_id>/telemetry/), as the saturation API is."""
 from django.urls import path
 
-from . import views
+from . import heatmap, views
 
 app_name = "telemetry-api"
 
 urlpatterns = [
-    path("samples/", views.SampleIngestView.as_view(), name="samples"),
-    path("series/", views.SeriesView.as_view(), name="series"),
-    path("import/", views.ImportView.as_view(), name="import"),
+    path("telemetry/samples/", views.SampleIngestView.as_view(), name="samples"),
+    path("telemetry/series/", views.SeriesView.as_view(), name="series"),
+    path("telemetry/import/", views.ImportView.as_view(), name="import"),
+    path("jobs/<slug:cluster>/<int:job_id>/telemetry/heatmap/", heatmap.TelemetryHeatmapView.as_view(), name="job-heatmap"),
+    path("jobs/<slug:cluster>/<int:job_id>/telemetry/nodes/", heatmap.TelemetryNodesView.as_view(), name="job-nodes"),
 ]

@@ -1,0 +1,229 @@
+"""Job-scoped telemetry endpoints: the GPU × time heatmap of any field (compact, see apps/core/heatmaps.py)
+and the node × field min/mean/max table. Mounted next to the job, at /api/v1/jobs/<cluster>/<job_id>/telemetry/."""
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.http import Http404
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers
+from rest_framework.views import APIView
+
+from apps.core import heatmaps
+from apps.core.api.conditional import ConditionalProductMixin, row_version
+from apps.core.api.exceptions import InputError
+from apps.core.api.params import CommaListField, QueryIntegerField
+from apps.jobs.api.views import JOB_API_AUTHENTICATION
+from apps.jobs.authentication import token_job
+from apps.jobs.selectors import job_get_for_user
+
+from ..fields import FIELDS, UnknownField, lookup
+from ..models import JobTelemetry
+from ..products import JobCube
+from .openapi import TelemetryHeatmapResponse, TelemetryNodesResponse
+
+DEFAULT_FIELD = 1002  # SM activity, as on the job page
+
+
+@extend_schema_field({"type": "string", "format": "date-time", "example": "2026-11-21T10:00:00Z"})
+class HeatmapTimeField(serializers.Field):
+    """An ISO 8601 time (``2026-11-21T10:00:00Z``); without a zone it is UTC (what Plotly's axes give)."""
+
+    default_error_messages = {"invalid": "{text!r} is not an ISO 8601 time such as 2026-11-21T10:00:00Z"}
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        text = str(data).strip()[:64]
+        try:
+            moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError:
+            self.fail("invalid", text=text[:40])
+        return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+    def to_representation(self, value):
+        return value.isoformat()
+
+
+class HeatmapOptions(serializers.Serializer):
+    """What both heatmap endpoints accept besides the metric: mode, rows, the visible window."""
+
+    mode = serializers.ChoiceField(choices=["value", "deviation"], required=False,
+                                   error_messages={"invalid_choice": "choose value or deviation"},
+                                   help_text="value: the metric on its fixed physical (or data) range; deviation: value minus "
+                                             "the median of its peers in each time bin, on a diverging scale")
+    rows = serializers.ChoiceField(choices=["auto", "gpu"], required=False,
+                                   error_messages={"invalid_choice": "choose auto or gpu"},
+                                   help_text=f"auto: above {heatmaps.MAX_ROWS:,} GPUs rows are aggregated by node (or stage, "
+                                             "group), keeping each cell's worst member and the mean; gpu: one row per GPU")
+    start = HeatmapTimeField(help_text="ISO 8601 start of the visible window (UTC when no zone)")
+    end = HeatmapTimeField(help_text="ISO 8601 end of the visible window (exclusive)")
+
+    def validate(self, attrs):
+        if attrs.get("start") and attrs.get("end") and attrs["start"] >= attrs["end"]:
+            raise serializers.ValidationError({"end": "end must be after start"})
+        return attrs
+
+
+def as_datetime64(moment: datetime | None):
+    return None if moment is None else np.datetime64(moment.astimezone(timezone.utc).replace(tzinfo=None), "ns")
+
+
+def heatmap_options(params: dict) -> dict:
+    """The keyword arguments of ``heatmaps.compact`` that come from HeatmapOptions."""
+    return {"mode": params.get("mode") or "value", "rows_mode": params.get("rows") or "auto",
+            "start": as_datetime64(params.get("start")), "end": as_datetime64(params.get("end"))}
+
+
+def _field_id(name) -> int:
+    try:
+        return lookup(name).id
+    except UnknownField as exc:
+        raise serializers.ValidationError(str(exc)) from None
+
+
+class TelemetryHeatmapParams(HeatmapOptions):
+    field = serializers.CharField(max_length=100, required=False, help_text="a DCGM id or name (default 1002, SM activity)")
+    bins = QueryIntegerField(min_value=1, max_value=2000, default=300,
+                             error_messages={"min_value": "bins is a whole number from 1 to 2000",
+                                             "max_value": "bins is a whole number from 1 to 2000"})
+
+    def validate_field(self, value):
+        return _field_id(value)
+
+
+class TelemetryNodesParams(serializers.Serializer):
+    fields = CommaListField(child=serializers.CharField(max_length=100), required=False, max_length=100,
+                            help_text="comma list of DCGM ids or names (default: every field of the job)")
+
+    def validate_fields(self, names):
+        ids, problems = [], []
+        for name in names:
+            try:
+                ids.append(lookup(name).id)
+            except UnknownField as exc:
+                problems.append(str(exc))
+        if problems:
+            raise serializers.ValidationError(problems)
+        return list(dict.fromkeys(ids))
+
+
+_HEAD_FIELDS = ("id", "job_id", "status", "message", "materialized", "product")
+
+
+def telemetry_head(request, cluster, job_id) -> tuple[object, dict]:
+    """The job (visible to the caller, else 404 as if missing) and its telemetry record's small fields (404 saying
+    why when there is no product)."""
+    job = job_get_for_user(request.user, cluster, job_id, token_job(request))
+    if job is None:
+        raise Http404
+    head = JobTelemetry.objects.filter(job=job).values(*_HEAD_FIELDS).first()
+    if head is None or head["status"] != "ready" or not head["product"]:
+        state = JobTelemetry(**head).get_status_display().lower() if head else "not read from the telemetry store yet"
+        raise InputError(f"no telemetry for this job: {state}" + (f" ({head['message']})" if head and head["message"] else ""),
+                         status_code=404)
+    return job, head
+
+
+def load_cube(head: dict) -> JobCube:
+    path = Path(settings.DATA_DIR) / head["product"]
+    if not path.exists():
+        raise InputError("the telemetry product file is missing; it is rebuilt at the next refresh", status_code=404)
+    return JobCube.load(path)
+
+
+class JobTelemetryProduct(ConditionalProductMixin):
+    """ETag/Last-Modified, 304 and the rendered-answer cache (apps/core/api/conditional.py) for answers built
+    from the job's telemetry cube: its version is the record's pk, materialisation time and product file."""
+
+    def product_version(self, request, cluster, job_id):
+        self.job, self.head = telemetry_head(request, cluster, job_id)
+        return row_version({name: self.head[name] for name in ("id", "job_id", "materialized", "product")},
+                           job=self.head["job_id"], modified="materialized")
+
+
+def _field_not_in(cube: JobCube, field_id: int, name: str) -> serializers.ValidationError:
+    have = ", ".join(str(int(f)) for f in cube.fields) or "none"
+    return serializers.ValidationError({name: [f"field {field_id} is not in this job's telemetry (it has {have})"]})
+
+
+def _mean_of(cube: JobCube, field_id: int):
+    index = cube.field_index(field_id)
+    return None if index is None else cube.mean[:, index, :]
+
+
+def job_model_facts(job, cube: JobCube) -> heatmaps.ModelFacts:
+    """The physical facts of the job's GPU model (the saturation app keeps the per-model table; imported
+    here, at call time, as the demo loader does: saturation builds on telemetry, not the reverse), with
+    DCGM's own max clock, slowdown margin and power limit preferred when the cube has them."""
+    from apps.saturation.selectors import gpu_model_for_job
+
+    return heatmaps.with_measurements(heatmaps.facts_of(gpu_model_for_job(job)),
+                                      max_sm_clock=_mean_of(cube, heatmaps.MAX_SM_CLOCK_FIELD),
+                                      temperature=_mean_of(cube, heatmaps.TEMPERATURE_FIELD),
+                                      temperature_margin=_mean_of(cube, heatmaps.TEMPERATURE_MARGIN_FIELD),
+                                      power_limit=_mean_of(cube, heatmaps.POWER_LIMIT_FIELD))
+
+
+class TelemetryHeatmapView(JobTelemetryProduct, APIView):
+    """One DCGM field as a GPU × time heatmap of the job, compact: values quantised to a byte over the colour
+    range (``scale``), rows aggregated by node above 1,024 GPUs keeping each cell's worst member; ``mode=deviation``
+    shows each GPU minus the median of all GPUs of the job (telemetry knows no ranks)."""
+
+    authentication_classes = JOB_API_AUTHENTICATION
+    product_params_class = TelemetryHeatmapParams
+
+    @extend_schema(parameters=[TelemetryHeatmapParams], responses={200: TelemetryHeatmapResponse})
+    def get(self, request, cluster, job_id):
+        return self.product_get(request, cluster=cluster, job_id=job_id)
+
+    def product_payload(self, request, params, cluster, job_id):
+        cube = load_cube(self.head)
+        field_id = params.get("field") or (DEFAULT_FIELD if cube.field_index(DEFAULT_FIELD) is not None
+                                           else int(cube.fields[0]) if len(cube.fields) else DEFAULT_FIELD)
+        index = cube.field_index(field_id)
+        if index is None:
+            raise _field_not_in(cube, field_id, "field")
+        starts, (mean, low, high, count) = heatmaps.regular_grid(
+            cube.buckets, cube.step, cube.mean[:, index, :], cube.min[:, index, :], cube.max[:, index, :], cube.count[:, index, :])
+        described = FIELDS.get(field_id)
+        unit = described.unit if described else ""
+        quantity = heatmaps.telemetry_quantity(field_id, unit)
+        rows = [{"host": str(host), "gpu": int(gpu)} for host, gpu in zip(cube.hosts, cube.gpus)]
+        options = heatmap_options(params)
+        body = heatmaps.compact(heatmaps.Binned(mean, starts, float(cube.step), low, high, count), rows, quantity=quantity,
+                                facts=job_model_facts(self.job, cube), sort="node", bins=params["bins"], **options)
+        peers = f"all {heatmaps.gpus_words(len(rows))} of the job (telemetry knows no ranks)"
+        return {"metric": field_id, "title": described.display_name if described else str(field_id),
+                "unit": quantity.unit, **body, "steady_start": None, "shading": [],
+                "peers": peers if options["mode"] == "deviation" else None}
+
+
+class TelemetryNodesView(JobTelemetryProduct, APIView):
+    """Node × field table (as in ClusterCockpit): each node's GPUs, and per field the minimum, the mean (weighted
+    by sample counts) and the maximum over the node's GPUs and the job's run time."""
+
+    authentication_classes = JOB_API_AUTHENTICATION
+    product_params_class = TelemetryNodesParams
+
+    @extend_schema(parameters=[TelemetryNodesParams], responses={200: TelemetryNodesResponse})
+    def get(self, request, cluster, job_id):
+        return self.product_get(request, cluster=cluster, job_id=job_id)
+
+    def product_payload(self, request, params, cluster, job_id):
+        cube = load_cube(self.head)
+        field_ids = params.get("fields") or [int(f) for f in cube.fields]
+        for field_id in field_ids:
+            if cube.field_index(field_id) is None:
+                raise _field_not_in(cube, field_id, "fields")
+        indexes = [cube.field_index(f) for f in field_ids]
+        hosts, gpus, stats = heatmaps.node_stats(cube.hosts, cube.count[:, indexes, :], cube.mean[:, indexes, :],
+                                                  cube.min[:, indexes, :], cube.max[:, indexes, :])
+        fields = [{"id": f, "name": FIELDS[f].display_name if f in FIELDS else str(f), "unit": FIELDS[f].unit if f in FIELDS else ""}
+                  for f in field_ids]
+        nodes = [{"host": host, "gpus": count, "stats": {str(f): stats[n][k] for k, f in enumerate(field_ids)}}
+                 for n, (host, count) in enumerate(zip(hosts, gpus))]
+        return {"fields": fields, "nodes": nodes}
