@@ -138,6 +138,7 @@ def test_a_window_gets_finer_bins_and_the_truth_about_coverage_and_warmup(scored
     ({"start": "yesterday"}, {"start"}),
     ({"start": "2026-01-01T10:00:00Z", "end": "2026-01-01T09:00:00Z"}, {"end"}),
     ({"bins": "0", "metric": "nope", "end": "x"}, {"bins", "metric", "end"}),
+    ({"start": "9999-12-31T23:59:59-14:00", "end": "0001-01-01T00:00:00+14:00"}, {"start", "end"}),
 ])
 def test_bad_parameters_are_400s_naming_them(megatron_job, alice, query, fields):
     from apps.saturation.models import JobSaturation

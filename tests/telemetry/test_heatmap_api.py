@@ -97,6 +97,7 @@ def test_deviation_compares_with_every_gpu_of_the_job(materialised, alice):
 
 def test_a_window_and_rows(materialised, alice):
     whole = alice.get(URL, {"field": "155", "bins": "12"}).json()
+    assert alice.get(URL, {"field": "155", "bins": "12", "start": "", "end": " "}).json() == whole  # empty: no window
     assert len(whole["times"]) <= 12
     start, end = whole["times"][3], whole["times"][5]
     zoom = alice.get(URL, {"field": "155", "bins": "12", "start": start, "end": end, "rows": "gpu"}).json()

@@ -30,11 +30,18 @@ DEFAULT_FIELD = 1002  # SM activity, as on the job page
 class HeatmapTimeField(serializers.Field):
     """An ISO 8601 time (``2026-11-21T10:00:00Z``); without a zone it is UTC (what Plotly's axes give)."""
 
-    default_error_messages = {"invalid": "{text!r} is not an ISO 8601 time such as 2026-11-21T10:00:00Z"}
+    default_error_messages = {"invalid": "{text!r} is not an ISO 8601 time such as 2026-11-21T10:00:00Z",
+                              "range": "give a time between 1970 and 2200"}
 
     def __init__(self, **kwargs):
         kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
         super().__init__(**kwargs)
+
+    def validate_empty_values(self, data):
+        if isinstance(data, str) and not data.strip():  # ?start= is no window start
+            return True, None
+        return super().validate_empty_values(data)
 
     def to_internal_value(self, data):
         text = str(data).strip()[:64]
@@ -42,6 +49,8 @@ class HeatmapTimeField(serializers.Field):
             moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
         except ValueError:
             self.fail("invalid", text=text[:40])
+        if not 1970 <= moment.year <= 2200:  # also keeps clear of datetime's and numpy's nanosecond limits
+            self.fail("range")
         return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
 
     def to_representation(self, value):
