@@ -47,8 +47,8 @@ def straggler_links(item: dict, job) -> dict:
     if item.get("host"):
         links["node"] = reverse("topology:node", args=[item["host"]])
     if hosts:
-        links["topology"] = job_focus_url(job.nodes or ",".join(job.node_list or []), hosts,
-                                          f"{job.cluster.name}/{job.job_id}")
+        links["topology"] = job_focus_url(job.nodes or list(job.node_list or []), hosts,
+                                          f"{job.cluster.name}/{job.job_id}", label="straggler")
     group = item.get("group")
     if group is None and item.get("level") == "switch" and item.get("switch"):
         head = str(item["switch"]).split(".")[0]

@@ -1,4 +1,5 @@
 """Scoring a job end to end (store -> task -> record -> API), and who may read it."""
+import re
 import io
 from datetime import timedelta
 from pathlib import Path
@@ -231,7 +232,14 @@ def test_job_page_lists_stragglers_linked_to_the_topology(placed_job, client, ma
     planted = default_planted(NODES)
     client.force_login(make_user("alice"))
     page = client.get("/jobs/alps/21/?ssort=pp&smetric=sm_clock").content.decode()
-    assert f'href="/topology/?nodes={planted.throttled[0]}" class="straggler__topology"' in page
+    from urllib.parse import parse_qs, urlsplit
+
+    links = [parse_qs(urlsplit(link.replace("&amp;", "&")).query)
+             for link in re.findall(r'href="([^"]+)" class="straggler__topology"', page)]
+    # each straggler on the network with the whole job kept in view, the throttled GPU's node among them
+    assert [query["focus"] for query in links if query["focus"] == [planted.throttled[0]]]
+    assert all(query["job"] == ["alps/21"] and query["label"] == ["straggler"] for query in links)
+    assert all(query["nodes"][0] not in query["focus"] for query in links)  # the job's nodes, not just the focus
     assert f"/topology/nodes/{planted.slow_nic}/" in page and 'id="straggler-count">3<' in page
     assert '<option value="pp" selected>pipeline stage</option>' in page and '<option value="sm_clock" selected>SM clock (MHz)</option>' in page
     assert "/api/v1/jobs/alps/21/saturation/gpus.parquet" in page and 'data-download-png="saturation-heatmap"' in page
