@@ -7,6 +7,7 @@ A :class:`RankTable` holds one numpy column per attribute, indexed by rank, so s
 array operations.
 """
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -66,6 +67,11 @@ class RankTable:
     @property
     def world_size(self) -> int:
         return len(self.hosts)
+
+    @cached_property
+    def host_ids(self) -> np.ndarray:
+        """Per rank: a number standing for its host (equal numbers, same node), hosts outside the topology included."""
+        return np.unique(np.asarray(self.hosts), return_inverse=True)[1].astype(np.int64).reshape(-1)
 
     @property
     def placed(self) -> np.ndarray:
@@ -135,18 +141,64 @@ def build_rank_table(coords: dict[str, np.ndarray], placement: list[tuple[str, i
 # ---------------------------------------------------------------------------------------------
 # Communicators
 # ---------------------------------------------------------------------------------------------
+COMMUNICATOR_WORDS = {
+    "tp": "tensor parallel", "pp": "pipeline", "dp": "data parallel", "cp": "context parallel",
+    "dp-cp": "data + context parallel", "ep": "expert parallel", "mp": "model parallel",
+}
+
+
 @dataclass(frozen=True)
 class CommunicatorSpan:
+    """Where the communicator groups of one kind run.
+
+    A group whose ranks all sit on one node talks over NVLink only (``inside_node``); the others use
+    the network, and ``max_nodes``, ``max_switches``, ``max_dragonfly_groups`` describe those only (0
+    when every group stays inside a node): the NICs of one node hang on several switches, but
+    traffic between its GPUs never reaches them."""
+
     kind: str
     groups: int  # communicator groups of this kind
     size: int
-    max_switches: int
-    max_dragonfly_groups: int
+    max_switches: int  # over the groups that use the network
+    max_dragonfly_groups: int  # over the groups that use the network
     spanning_groups: int  # communicator groups that span more than one dragonfly group
     groups_with_unplaced_ranks: int = 0  # groups with a rank without NIC placement (counted over the others)
+    inside_node: int = 0  # groups whose ranks all run on one node: NVLink only
+    max_nodes: int = 1  # the most nodes one group spans
+
+    @property
+    def network_groups(self) -> int:
+        """Groups with ranks on more than one node: their traffic crosses the network."""
+        return self.groups - self.inside_node
+
+    @property
+    def words(self) -> str:
+        """One sentence for the communicators table (the kind is named beside it)."""
+        if self.groups == self.inside_node:
+            if self.groups == 1:
+                return "The group stays inside one node: NVLink only."
+            return f"All {self.groups:,} groups stay inside one node: NVLink only."
+        if self.inside_node:
+            who = (f"{self.inside_node:,} of {self.groups:,} stay{'s' if self.inside_node == 1 else ''} inside one node "
+                   f"(NVLink only); the other {self.network_groups:,}")
+        else:
+            who = "The group" if self.groups == 1 else f"All {self.groups:,}"
+        crosses = "crosses" if self.network_groups == 1 else "cross"
+        reach = (f"up to {self.max_nodes:,} nodes on {self.max_switches:,} switch{'es' if self.max_switches != 1 else ''} "
+                 f"in {self.max_dragonfly_groups:,} dragonfly group{_s(self.max_dragonfly_groups)}")
+        if self.spanning_groups:
+            leave = (f"{self.spanning_groups:,} leave{'s' if self.spanning_groups == 1 else ''} a dragonfly group"
+                     if self.network_groups > 1 else "it leaves its dragonfly group")
+        else:
+            leave = "none leaves a dragonfly group" if self.network_groups > 1 else "it stays in one dragonfly group"
+        return f"{who} {crosses} the network: {reach}; {leave}."
 
     def as_dict(self) -> dict:
         return self.__dict__.copy()
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
 
 
 def _distinct_per_row(values: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:
@@ -162,21 +214,26 @@ def _distinct_per_row(values: np.ndarray, known: np.ndarray | None = None) -> np
 
 
 def communicator_spans(table: RankTable, groups_by_kind: dict[str, list[list[int]]]) -> list[CommunicatorSpan]:
-    """Per kind: how many switches and dragonfly groups its communicators span, over the ranks the
-    topology places (ranks without NIC placement are counted in ``groups_with_unplaced_ranks``)."""
+    """Per kind: how many groups stay inside one node (NVLink), and how many switches and dragonfly
+    groups the others span, over the ranks the topology places (ranks without NIC placement are
+    counted in ``groups_with_unplaced_ranks``)."""
     spans = []
     switch_group = table.index.switch_group
+    host_ids = table.host_ids
     for kind, members_list in groups_by_kind.items():
         members = np.asarray(members_list, dtype=np.int64)  # groups × size
         if members.size == 0:
             continue
+        node_count = _distinct_per_row(host_ids[members])
+        network = node_count > 1
         switch_ids = table.switch_id[members]
         known = switch_ids >= 0
-        switch_count = _distinct_per_row(switch_ids, known)
-        group_count = _distinct_per_row(switch_group[np.maximum(switch_ids, 0)], known)
+        switch_count = np.where(network, _distinct_per_row(switch_ids, known), 0)
+        group_count = np.where(network, _distinct_per_row(switch_group[np.maximum(switch_ids, 0)], known), 0)
         spans.append(CommunicatorSpan(kind, members.shape[0], members.shape[1], int(switch_count.max()),
                                       int(group_count.max()), int(np.count_nonzero(group_count > 1)),
-                                      int(np.count_nonzero(~known.all(axis=1)))))
+                                      int(np.count_nonzero(~known.all(axis=1))),
+                                      inside_node=int(np.count_nonzero(~network)), max_nodes=int(node_count.max())))
     return spans
 
 
@@ -302,13 +359,15 @@ def node_rank_notes(table: RankTable, show_cp: bool, limit: int = 8) -> dict[str
 
 
 def stage_replica_grid(table: RankTable, rank_of, stages: int, replicas: int, selected: set[int]) -> list[dict]:
-    """Rows of pipeline stages × columns of replicas: where tensor lane 0 (cp 0) of each runs."""
+    """Rows of pipeline stages × columns of replicas: where tensor lane 0 (cp 0) of each runs. A cell
+    is selected when any of ``selected`` (ranks) has its stage and replica, whatever its lane."""
+    chosen = {(int(table.coords["pp"][rank]), int(table.coords["dp"][rank])) for rank in selected}
     grid = []
     for stage in range(stages):
         cells = []
         for replica in range(replicas):
             rank = rank_of(tp=0, cp=0, dp=replica, pp=stage)
             cells.append({"rank": rank, "host": table.hosts[rank], "group": table.group_of(rank),
-                          "switch": table.switch_of(rank), "selected": rank in selected})
+                          "switch": table.switch_of(rank), "selected": (stage, replica) in chosen})
         grid.append({"stage": stage, "cells": cells})
     return grid

@@ -44,7 +44,9 @@ def test_sizes_only_layout_maps_every_rank_and_names_the_unplaced_hosts(alice, j
                                    "8 of 16 boundaries involve ranks without NIC placement and are not classified.")
     spans = {span["kind"]: span for span in body["communicators"]}
     assert spans["tp"]["groups_with_unplaced_ranks"] == 2  # ranks 12-15 and 16-19: one node each
-    assert spans["tp"]["max_switches"] == 4 and spans["pp"]["max_dragonfly_groups"] == 1
+    # tp groups are one node each (tp 4 = the node's 4 GPUs): NVLink only, so no switch counts for them.
+    assert (spans["tp"]["inside_node"], spans["tp"]["max_switches"]) == (spans["tp"]["groups"], 0)
+    assert spans["pp"]["max_dragonfly_groups"] == 1
     assert spans["dp"]["groups_with_unplaced_ranks"] == 8  # every dp group has a replica on an outside host
 
 

@@ -37,7 +37,8 @@ def test_pipeline_boundaries_and_verdict():
 def test_communicator_spans():
     layout, table = table_for(tp=2, pp=2)
     spans = {span.kind: span for span in communicator_spans(table, {k: layout.groups_array(k) for k in ("tp", "dp", "pp")})}
-    assert (spans["tp"].size, spans["tp"].max_switches, spans["tp"].spanning_groups) == (2, 2, 0)  # one node, two NICs
+    # Each tp group is one node (two NICs on two switches): NVLink only, so no switch counts.
+    assert (spans["tp"].size, spans["tp"].inside_node, spans["tp"].max_switches, spans["tp"].spanning_groups) == (2, 16, 0, 0)
     assert (spans["pp"].max_dragonfly_groups, spans["pp"].spanning_groups) == (2, 16)
     assert spans["dp"].max_dragonfly_groups == 1
 
@@ -82,7 +83,9 @@ def test_rank_maps_that_do_not_fit_the_topology_keep_their_hosts():
     assert (len(boundaries), boundaries.classified, boundaries.unplaced) == (4, 1, 3)
     assert boundary_verdict(boundaries).endswith("3 of 4 boundaries involve ranks without NIC placement and are not classified.")
     spans = {span.kind: span for span in communicator_spans(table, {k: layout.groups_array(k) for k in ("tp", "dp", "pp")})}
-    assert spans["tp"].groups_with_unplaced_ranks == 2 and spans["tp"].max_switches == 2  # [6, 7]: one node, two NICs
+    # Every tp pair runs on one node (hosts outside the topology included): NVLink only, no switch counts.
+    assert spans["tp"].groups_with_unplaced_ranks == 2 and spans["tp"].max_switches == 0
+    assert (spans["tp"].inside_node, spans["tp"].max_nodes) == (4, 1)
     # Only the placed members count: pp [2, 6] stays in group 0; dp [4, 6] and [5, 7] join groups 1 and 0; [1, 3] has none.
     assert (spans["pp"].max_dragonfly_groups, spans["pp"].spanning_groups, spans["pp"].groups_with_unplaced_ranks) == (1, 0, 3)
     assert (spans["dp"].max_dragonfly_groups, spans["dp"].spanning_groups, spans["dp"].groups_with_unplaced_ranks) == (2, 2, 2)

@@ -28,13 +28,17 @@ class LayoutCommunicator(serializers.Serializer):
     kind = serializers.CharField(help_text="tp, pp, dp, cp, dp-cp, ep or mp.")
     groups = serializers.IntegerField(min_value=0, help_text="Communicator groups of this kind.")
     size = serializers.IntegerField(min_value=0, help_text="Ranks per group.")
-    max_switches = serializers.IntegerField(min_value=0)
-    max_dragonfly_groups = serializers.IntegerField(min_value=0)
+    max_switches = serializers.IntegerField(
+        min_value=0, help_text="The most switches one group's NICs hang on, over the groups that leave their node (0 when "
+                               "every group stays inside a node: NVLink traffic never reaches a switch).")
+    max_dragonfly_groups = serializers.IntegerField(
+        min_value=0, help_text="The most dragonfly groups one group spans, over the groups that leave their node.")
     spanning_groups = serializers.IntegerField(min_value=0, help_text="Groups that span more than one dragonfly group.")
     groups_with_unplaced_ranks = serializers.IntegerField(
         min_value=0, help_text="Groups with a rank the topology cannot place on a NIC; the counts above use their other ranks.")
-    groups_with_unplaced_ranks = serializers.IntegerField(
-        min_value=0, required=False, help_text="Groups with a rank the topology cannot place on a NIC (left out of the counts above).")
+    inside_node = serializers.IntegerField(
+        min_value=0, help_text="Groups whose ranks all run on one node: they talk over NVLink only, never the network.")
+    max_nodes = serializers.IntegerField(min_value=0, help_text="The most nodes one group spans.")
 
 
 class LayoutPipelineBoundary(serializers.Serializer):
@@ -62,17 +66,6 @@ class LayoutPipeline(serializers.Serializer):
 
 
 class LayoutPlacementGaps(serializers.Serializer):
-    """Ranks the topology cannot place on a NIC (their host is not in it, or lacks the NIC): they keep
-    their host and GPU but have no NIC, switch or group."""
-
-    ranks_without_nic = serializers.IntegerField(min_value=0)
-    hosts_not_in_topology = serializers.ListField(child=serializers.CharField())
-    nics_missing = serializers.ListField(child=serializers.CharField(), help_text='"host:hsnN" of known hosts that lack the NIC.')
-    hosts_without_nic_placement = serializers.ListField(child=serializers.CharField())
-    message = serializers.CharField(allow_null=True, help_text="One sentence; null when every rank is placed.")
-
-
-class LayoutPlacementGaps(serializers.Serializer):
     """Ranks the topology cannot place on a NIC (host outside the topology, or a NIC it lacks). They keep
     their host and GPU in the rank list; NIC, switch and group are null there."""
 
@@ -91,4 +84,21 @@ class LayoutResponse(serializers.Serializer):
     communicators = LayoutCommunicator(many=True, required=False)
     pipeline = LayoutPipeline(required=False)
     placement = LayoutPlacementGaps(required=False)
-    placement = LayoutPlacementGaps(required=False)
+
+
+class RankFigureResponse(serializers.Serializer):
+    """The rank map as a Plotly figure, for the job page to draw (and redraw with Plotly.react).
+
+    A selection field with a problem (``stage 8 does not exist: stages 0–7``, ``'x' is not a
+    number``) does not refuse the request: the figure is drawn without that field's filter and
+    ``errors`` says why, under the field's name, as the job page does without JavaScript."""
+
+    figure = serializers.DictField(help_text="Plotly figure JSON: data and layout (layout.uirevision keeps zoom across redraws).")
+    colour = serializers.CharField(help_text="The colouring drawn.")
+    note = serializers.CharField(help_text="One sentence: what the colours mean.")
+    selected_ranks = serializers.IntegerField(allow_null=True, min_value=0, help_text="Ranks selected; null without a selection.")
+    errors = serializers.DictField(child=serializers.CharField(),
+                                   help_text='Per selection field (dp, pp, tp) that was ignored, why: {"pp": "stage 8 does not exist: stages 0–7"}.')
+    grid_selected = serializers.ListField(child=serializers.ListField(child=serializers.IntegerField(min_value=0), min_length=2, max_length=2),
+                                          help_text="[stage, replica] of the stage × replica grid's cells holding a selected rank "
+                                                    "(the first 64 replicas).")

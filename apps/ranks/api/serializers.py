@@ -61,3 +61,27 @@ class RankFilterParams(serializers.Serializer):
     ep = SelectionField(help_text=f"only these expert-parallel ranks, e.g. {EXAMPLE}")
     dp = SelectionField(help_text=f"only these data-parallel replicas, e.g. {EXAMPLE}")
     pp = SelectionField(help_text=f"only these pipeline stages (0-based), e.g. {EXAMPLE}")
+
+
+class SelectionTextField(serializers.CharField):
+    """A selection's text as typed (``6,7``): the figure endpoint reads it with the page's rules and
+    explains a problem in the body's ``errors`` instead of refusing the whole request."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("max_length", 20_000)
+        super().__init__(**kwargs)
+
+
+class RankFigureParams(serializers.Serializer):
+    """Query parameters of ``GET .../ranks/figure/``: how to colour the rank map, which ranks to select."""
+
+    colour = serializers.RegexField(
+        r"^[a-z][a-z0-9_.-]{0,39}$", required=False, default="pp",
+        error_messages={"invalid": "Give a colouring key such as pp, dp, tp or one the job offers (e.g. saturation)."},
+        help_text="pp, dp, tp (cp, ep when the layout has them) or a GPU colouring the job offers "
+                  "(saturation, limiter, straggler once scored); default pp.")
+    sel_dp = SelectionTextField(help_text=f"select these data-parallel replicas, e.g. {EXAMPLE}")
+    sel_pp = SelectionTextField(help_text=f"select these pipeline stages (0-based), e.g. {EXAMPLE}")
+    sel_tp = SelectionTextField(help_text=f"select these tensor-parallel lanes, e.g. {EXAMPLE}")

@@ -1,10 +1,12 @@
-"""Job layout endpoints: /api/v1/jobs/<cluster>/<job_id>/layout/, .../layout/log/, .../ranks/."""
+"""Job layout endpoints: /api/v1/jobs/<cluster>/<job_id>/layout/, .../layout/log/, .../ranks/,
+.../ranks/figure/."""
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.api.conditional import VARY, ProductVersion, product_response
 from apps.core.api.exceptions import ErrorItem, InputError, flatten_validation_detail
 from apps.core.api.params import parse_query
 from apps.core.api.parsers import BoundedFormParser, BoundedJSONParser, BoundedMultiPartParser
@@ -13,11 +15,13 @@ from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
 from ..logparse import LogParseError, parse_megatron_log
+from ..panel import ColourUnavailable, figure_answer
 from ..ranktable import DIMENSIONS, boundary_verdict, communicator_spans, pipeline_boundaries
+from ..selection import out_of_range
 from ..selectors import LayoutNoLongerFits, job_ranks
 from ..services import LayoutRefused, layout_set
-from .openapi import LayoutResponse
-from .serializers import LayoutSerializer, LogUploadSerializer, RankFilterParams
+from .openapi import LayoutResponse, RankFigureResponse
+from .serializers import LayoutSerializer, LogUploadSerializer, RankFigureParams, RankFilterParams
 
 MAX_LOG_BYTES = 200 * 1024 * 1024
 
@@ -47,6 +51,14 @@ def _job_ranks(job):
         return job_ranks(job)
     except LayoutNoLongerFits as exc:
         raise InputError(str(exc), [ErrorItem(str(exc), field=None)], status_code=status.HTTP_409_CONFLICT) from None
+
+
+def _job_ranks_or_404(job):
+    ranks = _job_ranks(job)
+    if ranks is None:
+        raise InputError("This job has no layout yet: PUT its sizes to .../layout/ first.",
+                         [ErrorItem("no layout", field=None)], status_code=status.HTTP_404_NOT_FOUND)
+    return ranks
 
 
 def layout_body(job) -> dict:
@@ -126,7 +138,9 @@ class LayoutLogView(APIView):
 
 
 class RanksView(APIView):
-    """Ranks of the job with coordinates and hardware, optionally only some (e.g. ?dp=1&pp=6,7)."""
+    """Ranks of the job with coordinates and hardware, optionally only some (e.g. ?dp=1&pp=6,7). A value
+    the layout does not have is a 400 that names the parameter and the range ("stage 8 does not exist:
+    stages 0–7"), not an empty list."""
 
     authentication_classes = JOB_API_AUTHENTICATION
 
@@ -135,8 +149,43 @@ class RanksView(APIView):
         job = _job_for(request, cluster, job_id, write=False)
         params = parse_query(request, RankFilterParams)
         wanted = {name: params.get(name) or None for name in DIMENSIONS}
-        ranks = _job_ranks(job)
-        if ranks is None:
-            raise InputError("This job has no layout yet: PUT its sizes to .../layout/ first.",
-                             [ErrorItem("no layout", field=None)], status_code=status.HTTP_404_NOT_FOUND)
+        ranks = _job_ranks_or_404(job)
+        sizes = ranks.layout.sizes_by_name
+        problems = [ErrorItem(message, field=name) for name, values in wanted.items()
+                    if values and (message := out_of_range(values, sizes[name], name))]
+        if problems:
+            raise InputError(f"{len(problems)} problem{'s' if len(problems) > 1 else ''} in the request: "
+                             + "; ".join(f"{item.field}: {item.message}" for item in problems), problems)
         return Response(ranks.table.rows(ranks.table.select(**wanted)))
+
+
+class RankFigureView(APIView):
+    """The rank map as Plotly figure JSON, coloured by a coordinate (pp, dp, tp, ...) or by a GPU
+    colouring the job offers (saturation, limiter, straggler), with the selection sel_dp, sel_pp,
+    sel_tp marked. The job page draws it after the first paint and redraws it in place.
+
+    A selection field with a problem is answered 200 with the figure drawn without that field and
+    the reason in ``errors`` under its name (what the page shows next to the field); an unknown or
+    unavailable ``colour`` is a 400 naming ``colour``; a job without a layout is a 404. Answers carry
+    an ETag (If-None-Match gets a 304) and are cached under it."""
+
+    authentication_classes = JOB_API_AUTHENTICATION
+
+    @extend_schema(parameters=[RankFigureParams], responses={200: RankFigureResponse})
+    def get(self, request, cluster: str, job_id: int):
+        job = _job_for(request, cluster, job_id, write=False)
+        params = parse_query(request, RankFigureParams)
+        ranks = _job_ranks_or_404(job)
+        fields = {name: params.get(f"sel_{name}") or "" for name in ("dp", "pp", "tp")}
+        try:
+            version, build = figure_answer(job, ranks, params.get("colour") or "pp", fields)
+        except ColourUnavailable as exc:
+            raise InputError(f"colour: {exc}", [ErrorItem(str(exc), field="colour")]) from None
+        renderer = request.accepted_renderer
+        if getattr(renderer, "format", None) != "json":  # the browsable API: not cached
+            return Response(build())
+        media_type = renderer.media_type + (f"; charset={renderer.charset}" if renderer.charset else "")
+        return product_response(
+            request, name="ranks-api:ranks-figure", version=ProductVersion(tag=version, job=job.pk), params=params,
+            content_type=media_type, representation=request.accepted_media_type or media_type, vary=VARY + ("Accept",),
+            render=lambda: renderer.render(build(), request.accepted_media_type, self.get_renderer_context()))
