@@ -13,7 +13,7 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.core.numbers import clock, count, duration_words, quantity, significant, z_words
+from apps.core.numbers import clock, count, duration_words, z_words
 from apps.core.panels import Fact, Finding, PanelSummary
 
 from .figures import bands, utilisation_vs_saturation
@@ -166,7 +166,7 @@ def summary(job) -> PanelSummary | None:
         return part
     limiter = LIMITER_WORDS.get(record.limiter, record.limiter or "nothing")
     freshness = f"scored {clock(record.computed)} ({duration_words(timezone.now() - record.computed)} ago)" if record.computed else ""
-    part.facts.append(Fact("Saturation", f"{significant(record.score)} of 100", f"limited by {limiter}; {freshness}",
+    part.facts.append(Fact("Saturation", f"{record.score:.0f} of 100", f"limited by {limiter}; {freshness}",
                            "ok" if (record.score or 0) >= 50 else "warning", "fact-saturation"))
     gpus_total = job.gpus or None
     idle = record.idle_gpus or 0
@@ -190,10 +190,10 @@ def summary(job) -> PanelSummary | None:
                                      "Staff: check cooling and power capping on these nodes; the job loses speed it paid for.",
                                      "#panel-saturation", "saturation"))
     if record.score is not None and record.limiter in ACTIONS:
-        part.findings.append(Finding("info", f"Saturation {significant(record.score)} of 100, limited most of the time by {limiter}.",
+        part.findings.append(Finding("info", f"Saturation {record.score:.0f} of 100, limited most of the time by {limiter}.",
                                      ACTIONS[record.limiter], "#panel-saturation", "saturation"))
     elif record.score is not None and record.score < 30:
-        part.findings.append(Finding("warning", f"Saturation {significant(record.score)} of 100: far from every roof "
+        part.findings.append(Finding("warning", f"Saturation {record.score:.0f} of 100: far from every roof "
                                      f"({', '.join(record.labels[:2]) or 'no unit is busy'}).",
                                      "Profile one step (nsys) to see where the time goes: data loading, communication "
                                      "or small kernels.", "#panel-saturation", "saturation"))
