@@ -89,6 +89,8 @@ def test_without_gpus_the_first_straggler_is_shown(scored, alice):
     ({"bins": "²"}, "bins", "digits 0-9"),
     ({"start": "yesterday"}, "start", "wrong format"),
     ({"start": "2025-01-02T00:00:00Z", "end": "2025-01-01T00:00:00Z"}, "end", "after start"),
+    ({"end": "9999-01-01T00:00:00Z"}, "end", "between 1970 and 2200"),
+    ({"start": "0001-01-01T00:00:00Z"}, "start", "between 1970 and 2200"),
 ])
 def test_bad_parameters_are_400s_naming_them(scored, alice, params, field, words):
     response = alice.get(URL, params)

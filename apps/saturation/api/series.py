@@ -59,6 +59,10 @@ class SaturationSeriesParams(serializers.Serializer):
     end = serializers.DateTimeField(required=False, help_text="ISO 8601; only bins that start before it.")
 
     def validate(self, data):
+        far = {name: "give a time between 1970 and 2200" for name in ("start", "end")
+               if data.get(name) and not 1970 <= data[name].year <= 2200}  # numpy's nanoseconds wrap beyond
+        if far:
+            raise serializers.ValidationError(far)
         if data.get("start") and data.get("end") and data["end"] <= data["start"]:
             raise serializers.ValidationError({"end": "end must be after start"})
         return data
