@@ -11,7 +11,7 @@ from django.utils import timezone
 from apps.core.coverage import LAGGING, NONE, STALE, coverage
 from apps.core.panels import Finding, Freshness, PanelSummary
 
-from .fields import FIELDS
+from .fields import FIELDS, lookup
 from .models import JobTelemetry, JobTelemetryStatusChoices as Status
 
 DEFAULT_HEATMAP_FIELD = 1002  # SM activity: busy SMs, the first thing to look at
@@ -49,8 +49,11 @@ def context(job, request) -> dict:
     if record is None or record.status != Status.STATUS_READY:
         return result
     offered = fields_offered(record)
-    wanted = request.GET.get("tfield", "")
-    chosen = next((f for f in offered if str(f["id"]) == wanted), None) or next(
+    try:  # an id, a current or legacy DCGM name, or a dmon tag, as everywhere else
+        wanted = lookup(request.GET["tfield"]).id if request.GET.get("tfield") else None
+    except KeyError:
+        wanted = None
+    chosen = next((f for f in offered if f["id"] == wanted), None) or next(
         (f for f in offered if f["id"] == DEFAULT_HEATMAP_FIELD), offered[0] if offered else None)
     args = [job.cluster.name, job.job_id]
     result.update(telemetry_fields=offered, telemetry_field=chosen,

@@ -150,7 +150,9 @@ KWARGS = {
         ("api/v1/namespaces/", lambda w: Fill(NAMESPACE, "a-llm01-nosuch", "namespace")),
         ("catalog/", lambda w: Fill("saturation-scores", "no-such-product", "machine", CATALOG_ALSO)),
         ("api/v1/catalog/", lambda w: Fill("saturation-scores", "no-such-product", "machine", CATALOG_ALSO)),
+        ("jobs/", lambda w: Fill("map")),  # a job-page panel's figure: the job is what is looked up
     ]),
+    "panel": lambda w, p: Fill("allocation"),
     "number": _by_route([
         ("edf/", lambda w: Fill(1)),
         ("topology/groups/", lambda w: Fill(0, 999, "machine")),

@@ -102,7 +102,7 @@ def test_job_page_shows_the_heatmap_to_the_owner(job, store, client, make_user):
     job_telemetry_refresh(job)
     client.force_login(make_user("alice"))
     page = client.get("/jobs/alps/9/").content.decode()
-    assert 'id="telemetry-figure"' in page and "8 GPUs, 2 fields" in page
+    assert 'id="telemetry-heatmap"' in page and "8 GPUs, 2 fields" in page
     page = client.get("/jobs/alps/9/?tfield=DCGM_FI_DEV_POWER_USAGE").content.decode()
     assert '<option value="155" selected>' in page
     client.force_login(make_user("bob"))
@@ -161,4 +161,4 @@ def test_a_refresh_that_fails_midway_keeps_the_previous_product_on_the_page(job,
     assert "telemetry store unavailable" in record.message and "showing the product of" in record.message
     client.force_login(make_user("alice"))
     page = client.get("/jobs/alps/9/").content.decode()
-    assert 'id="telemetry-figure"' in page and "telemetry store unavailable" in page
+    assert 'id="telemetry-heatmap"' in page and "telemetry store unavailable" in page
