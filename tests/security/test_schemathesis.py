@@ -94,7 +94,8 @@ def _fuzz(schema, identity: str, headers: dict, values: dict, counts: Counter, f
                             case.path_parameters[name] = real
                 counts[identity] += 1
                 try:
-                    response = case.call(headers=headers)
+                    # The in-process WSGI transport does not undo Content-Encoding; compression has tests of its own.
+                    response = case.call(headers={**headers, "Accept-Encoding": "identity"})
                     statuses[response.status_code // 100] += 1
                     case.validate_response(response, checks=CHECKS)
                 except (AssertionError, FailureGroup) as exc:
