@@ -62,19 +62,41 @@ class JobCube:
         return [f"{host} GPU {gpu}" for host, gpu in zip(self.hosts, self.gpus)]
 
     def save(self, path: Path) -> None:
+        """One array per field and statistic (``f1002_mean`` …), so a page that shows one field
+        decompresses that field only: at 4,096 GPUs a whole cube is hundreds of MB in memory."""
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp.npz")
+        per_field = {}
+        for index, field_id in enumerate(self.fields):
+            for name in ("count", "mean", "min", "max"):
+                per_field[f"f{int(field_id)}_{name}"] = getattr(self, name)[:, index, :]
         np.savez_compressed(temporary, hosts=self.hosts.astype("U"), gpus=self.gpus, fields=self.fields,
                             buckets=self.buckets.astype("datetime64[ns]").astype("int64"), step=np.array(self.step),
-                            count=self.count, mean=self.mean, min=self.min, max=self.max)
+                            **per_field)
         temporary.replace(path)  # readers never see half a file
 
-    @classmethod
-    def load(cls, path: Path) -> "JobCube":
+    @staticmethod
+    def fields_in(path: Path) -> list[int]:
+        """The DCGM field ids a saved cube holds (a small array; nothing else is decompressed)."""
         with np.load(path, allow_pickle=False) as data:
-            return cls(hosts=data["hosts"].astype(object), gpus=data["gpus"], fields=data["fields"],
-                       buckets=data["buckets"].astype("datetime64[ns]"), step=int(data["step"]),
-                       count=data["count"], mean=data["mean"], min=data["min"], max=data["max"])
+            return [int(f) for f in data["fields"]]
+
+    @classmethod
+    def load(cls, path: Path, fields=None) -> "JobCube":
+        """The cube at ``path``; with ``fields``, only those of them it holds (in the order stored)."""
+        with np.load(path, allow_pickle=False) as data:
+            stored = data["fields"]
+            keep = [i for i, f in enumerate(stored) if fields is None or int(f) in {int(x) for x in fields}]
+            head = dict(hosts=data["hosts"].astype(object), gpus=data["gpus"], fields=stored[keep],
+                        buckets=data["buckets"].astype("datetime64[ns]"), step=int(data["step"]))
+            if "mean" in data.files:  # a cube saved before the per-field layout
+                return cls(**head, **{name: data[name][:, keep, :] for name in ("count", "mean", "min", "max")})
+            rows, columns = len(head["hosts"]), len(head["buckets"])
+            arrays = {}
+            for name, dtype in (("count", "int32"), ("mean", "float32"), ("min", "float32"), ("max", "float32")):
+                parts = [data[f"f{int(stored[i])}_{name}"] for i in keep]
+                arrays[name] = np.stack(parts, axis=1) if parts else np.zeros((rows, 0, columns), dtype=dtype)
+            return cls(**head, **arrays)
 
 
 def build_cube(aggregated: pd.DataFrame, step: int, hosts: list[str] | None = None) -> JobCube:

@@ -162,3 +162,22 @@ def test_a_refresh_that_fails_midway_keeps_the_previous_product_on_the_page(job,
     client.force_login(make_user("alice"))
     page = client.get("/jobs/alps/9/").content.decode()
     assert 'id="telemetry-heatmap"' in page and "telemetry store unavailable" in page
+
+
+def test_a_cube_loads_one_field_alone_and_older_files_still_load(tmp_path):
+    data = synthetic(hosts=("nid000001", "nid000002"), fields=(100, 150, 1002), minutes=10)
+    cube = build_cube(aggregate_frame(data, 60), 60, hosts=["nid000001", "nid000002"])
+    cube.save(tmp_path / "c.npz")
+    assert JobCube.fields_in(tmp_path / "c.npz") == [100, 150, 1002]
+    one = JobCube.load(tmp_path / "c.npz", [150])
+    assert list(one.fields) == [150] and one.mean.shape == (8, 1, 10)
+    assert np.array_equal(one.mean[:, 0, :], cube.mean[:, cube.field_index(150), :], equal_nan=True)
+    assert np.array_equal(one.count[:, 0, :], cube.count[:, cube.field_index(150), :])
+    with np.load(tmp_path / "c.npz") as stored:
+        assert "f150_mean" in stored.files and "mean" not in stored.files  # one array per field
+    # a product written before the per-field layout
+    np.savez_compressed(tmp_path / "old.npz", hosts=cube.hosts.astype("U"), gpus=cube.gpus, fields=cube.fields,
+                        buckets=cube.buckets.astype("int64"), step=np.array(60), count=cube.count, mean=cube.mean,
+                        min=cube.min, max=cube.max)
+    old = JobCube.load(tmp_path / "old.npz", [1002])
+    assert np.array_equal(old.max[:, 0, :], cube.max[:, cube.field_index(1002), :], equal_nan=True)

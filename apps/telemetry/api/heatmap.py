@@ -137,11 +137,25 @@ def telemetry_head(request, cluster, job_id) -> tuple[object, dict]:
     return job, head
 
 
-def load_cube(head: dict) -> JobCube:
+def product_file(head: dict) -> Path:
     path = Path(settings.DATA_DIR) / head["product"]
     if not path.exists():
         raise InputError("the telemetry product file is missing; it is rebuilt at the next refresh", status_code=404)
-    return JobCube.load(path)
+    return path
+
+
+def load_cube(head: dict, fields=None) -> JobCube:
+    """The job's cube, with ``fields`` only those fields (a 4,096-GPU cube is large; a view needs a few)."""
+    return JobCube.load(product_file(head), fields)
+
+
+FACT_FIELDS = (heatmaps.MAX_SM_CLOCK_FIELD, heatmaps.TEMPERATURE_FIELD, heatmaps.TEMPERATURE_MARGIN_FIELD,
+               heatmaps.POWER_LIMIT_FIELD)
+
+
+def _not_held(available: list[int], field_id: int, name: str) -> serializers.ValidationError:
+    have = ", ".join(str(f) for f in available) or "none"
+    return serializers.ValidationError({name: [f"field {field_id} is not in this job's telemetry (it has {have})"]})
 
 
 class JobTelemetryProduct(ConditionalProductMixin):
@@ -152,11 +166,6 @@ class JobTelemetryProduct(ConditionalProductMixin):
         self.job, self.head = telemetry_head(request, cluster, job_id)
         return row_version({name: self.head[name] for name in ("id", "job_id", "materialized", "product")},
                            job=self.head["job_id"], modified="materialized")
-
-
-def _field_not_in(cube: JobCube, field_id: int, name: str) -> serializers.ValidationError:
-    have = ", ".join(str(int(f)) for f in cube.fields) or "none"
-    return serializers.ValidationError({name: [f"field {field_id} is not in this job's telemetry (it has {have})"]})
 
 
 def _mean_of(cube: JobCube, field_id: int):
@@ -190,12 +199,13 @@ class TelemetryHeatmapView(JobTelemetryProduct, APIView):
         return self.product_get(request, cluster=cluster, job_id=job_id)
 
     def product_payload(self, request, params, cluster, job_id):
-        cube = load_cube(self.head)
-        field_id = params.get("field") or (DEFAULT_FIELD if cube.field_index(DEFAULT_FIELD) is not None
-                                           else int(cube.fields[0]) if len(cube.fields) else DEFAULT_FIELD)
+        available = JobCube.fields_in(product_file(self.head))
+        field_id = params.get("field") or (DEFAULT_FIELD if DEFAULT_FIELD in available
+                                           else available[0] if available else DEFAULT_FIELD)
+        if field_id not in available:
+            raise _not_held(available, field_id, "field")
+        cube = load_cube(self.head, {field_id, *FACT_FIELDS})
         index = cube.field_index(field_id)
-        if index is None:
-            raise _field_not_in(cube, field_id, "field")
         starts, (mean, low, high, count) = heatmaps.regular_grid(
             cube.buckets, cube.step, cube.mean[:, index, :], cube.min[:, index, :], cube.max[:, index, :], cube.count[:, index, :])
         described = FIELDS.get(field_id)
@@ -223,11 +233,12 @@ class TelemetryNodesView(JobTelemetryProduct, APIView):
         return self.product_get(request, cluster=cluster, job_id=job_id)
 
     def product_payload(self, request, params, cluster, job_id):
-        cube = load_cube(self.head)
-        field_ids = params.get("fields") or [int(f) for f in cube.fields]
+        available = JobCube.fields_in(product_file(self.head))
+        field_ids = params.get("fields") or available
         for field_id in field_ids:
-            if cube.field_index(field_id) is None:
-                raise _field_not_in(cube, field_id, "fields")
+            if field_id not in available:
+                raise _not_held(available, field_id, "fields")
+        cube = load_cube(self.head, field_ids)
         indexes = [cube.field_index(f) for f in field_ids]
         hosts, gpus, stats = heatmaps.node_stats(cube.hosts, cube.count[:, indexes, :], cube.mean[:, indexes, :],
                                                   cube.min[:, indexes, :], cube.max[:, indexes, :])
