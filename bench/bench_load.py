@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import math
 import os
 import re
@@ -200,6 +201,8 @@ async def fetch(client, endpoint: Endpoint, etags: dict | None, record: bool) ->
 
 
 async def _load(base: str, endpoints: list[Endpoint], users: int, seconds: float, login: tuple[str, str]) -> list[str]:
+    # Not a line per request: under bench/run.py, Django's logging configuration would print httpx's.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     notes: list[str] = []
     clients = [_client(base) for _ in range(users)]
     try:
