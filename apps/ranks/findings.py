@@ -13,7 +13,7 @@ from apps.core.panels import Fact, Finding, PanelSummary
 from apps.topology.placement import HOP_CLASSES
 
 from .layout import LayoutError, RankLayout
-from .ranktable import Boundaries, CommunicatorSpan, RankTable, pipeline_boundaries
+from .ranktable import Boundaries, CommunicatorSpan, RankTable, communicator_spans, pipeline_boundaries
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 TP_PP_DP_ORDER = "tp-cp-ep-pp-dp"  # Megatron's --use-tp-pp-dp-mapping
@@ -45,14 +45,17 @@ def stage_words(stages: list[int], shown: int = 4) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def inter_group_with_order(layout: RankLayout, table: RankTable, order: str) -> int | None:
-    """How many pipeline links would leave a dragonfly group if the same ranks on the same GPUs used
-    Megatron's ``order``; None when that order is not valid for these sizes."""
+def crossings_with_order(layout: RankLayout, table: RankTable, order: str) -> tuple[int, int] | None:
+    """(pipeline links leaving a dragonfly group, data-parallel groups spanning more than one) if the
+    same ranks on the same GPUs used Megatron's ``order``; None when that order is not valid here."""
     try:
         other = RankLayout(replace(layout.sizes, order=order), layout.world_size)
     except LayoutError:
         return None
-    return pipeline_boundaries(replace(table, coords=other.all_coords()), other.groups_array("pp")).count("inter-group")
+    moved = replace(table, coords=other.all_coords())
+    [dp] = communicator_spans(moved, {"dp": other.groups_array("dp")}) or [None]
+    return (pipeline_boundaries(moved, other.groups_array("pp")).count("inter-group"),
+            dp.spanning_groups if dp is not None else 0)
 
 
 def ranks_summary(layout: RankLayout, table: RankTable, spans: list[CommunicatorSpan], boundaries: Boundaries, *,
@@ -77,11 +80,15 @@ def ranks_summary(layout: RankLayout, table: RankTable, spans: list[Communicator
         stages = crossing_stages(table, boundaries)
         title = (f"Pipeline boundar{'y' if len(stages) == 1 else 'ies'} {stage_words(stages)} cross{'es' if len(stages) == 1 else ''} "
                  f"dragonfly groups ({inter:,} of {len(boundaries):,} stage-to-stage links)")
-        alternative = inter_group_with_order(layout, table, TP_PP_DP_ORDER) if layout.sizes.order == DEFAULT_ORDER else None
-        if alternative is not None and alternative * 2 <= inter:
+        # Megatron's other rank order keeps each pipeline on neighbouring nodes, but spreads the data-parallel
+        # groups (the gradient all-reduce) over the job: advise it only when that does not cost more.
+        alternative = crossings_with_order(layout, table, TP_PP_DP_ORDER) if layout.sizes.order == DEFAULT_ORDER else None
+        dp_spanning = by_kind["dp"].spanning_groups if "dp" in by_kind else 0
+        if alternative is not None and alternative[0] * 2 <= inter and alternative[1] <= dp_spanning:
             findings.append(Finding("warning", title, link=LINK, source=SOURCE,
                                     action=f"Run with --use-tp-pp-dp-mapping (order {TP_PP_DP_ORDER}): on these GPUs "
-                                           f"{alternative:,} instead of {inter:,} links would cross groups."))
+                                           f"{alternative[0]:,} instead of {inter:,} links would cross groups, and no more "
+                                           "data-parallel groups would."))
         else:
             findings.append(Finding("info", title, link=LINK, source=SOURCE,
                                     action="If these stages wait on each other, keep each pipeline in one dragonfly group: "

@@ -57,6 +57,15 @@ def selection_sizes(ranks: JobRanks) -> dict[str, int]:
     return {name: ranks.layout.sizes_by_name[name] for name in SELECTION_FIELDS}
 
 
+def span_row(span) -> dict:
+    """A communicators table row: counts with thousands separators; the network columns empty ("–")
+    when every group stays inside a node."""
+    numbers = {name: f"{getattr(span, name):,}" for name in
+               ("groups", "size", "inside_node", "network_groups", "max_nodes", "max_switches", "max_dragonfly_groups",
+                "spanning_groups")}
+    return {"kind": span.kind, "words": span.words, "network": bool(span.network_groups), **numbers}
+
+
 def shell(job, params) -> dict:
     """The template context of templates/ranks/_job_section.html for ``job`` and the page's GET
     ``params`` (rank_colour, sel_dp, sel_pp, sel_tp)."""
@@ -100,6 +109,7 @@ def shell(job, params) -> dict:
         "rank_grid_truncated": layout.dp > columns,
         "rank_grid_columns": columns,
         "rank_spans": analysis["spans"],
+        "rank_span_rows": [span_row(span) for span in analysis["spans"]],
         "rank_verdict": boundary_verdict(analysis["boundaries"]),
         "rank_inter_group": analysis["boundaries"].count("inter-group"),
         "rank_boundaries": len(analysis["boundaries"]),

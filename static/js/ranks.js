@@ -1,6 +1,7 @@
 // The rank map of the job page (templates/ranks/_job_section.html).
 //
-// The figure loads as JSON from `data-figure-url` after the first paint. Changing the colour or
+// The figure loads as JSON from `data-figure-url` after the first paint, when it comes near the
+// viewport (or at once when the selection changes first). Changing the colour or
 // the selection (the form, or a cell of the stage × replica grid) redraws it in place with
 // Plotly.react: no navigation, zoom and pan kept (the figure's layout.uirevision), the messages
 // next to the fields, the count and the marked grid cells updated, and the address bar following
@@ -45,6 +46,7 @@
     const note = document.getElementById("rank-colour-note");
     let controller = null;
     let wired = false;
+    let first = false; // drawn, or being drawn, once
 
     function status(text) {
       let holder = element.querySelector("[data-rank-figure-status]");
@@ -116,6 +118,7 @@
     }
 
     async function draw(params) {
+      first = true;
       if (controller) controller.abort();
       controller = new AbortController();
       element.setAttribute("aria-busy", "true");
@@ -177,7 +180,18 @@
         });
       });
     }
-    draw(null);
+    // Load when near the viewport: the map is below the first screen, and its JSON is the biggest
+    // thing the panel sends.
+    const load = () => { if (!first) { first = true; draw(null); } };
+    if ("IntersectionObserver" in window) {
+      const observer = new IntersectionObserver((entries) => {
+        if (entries.some((entry) => entry.isIntersecting)) { observer.disconnect(); load(); }
+      }, { rootMargin: "300px 0px" });
+      observer.observe(element);
+    } else {
+      load();
+    }
+    element.addEventListener("rankmap:load", load);
   }
 
   function start() {

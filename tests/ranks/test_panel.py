@@ -1,6 +1,7 @@
 """The ranks panel in the job-page registry: its shell (no figure: that loads from the API), and what
 it puts on the first screen (the layout as a fact; findings about where communicators run, each with
 one thing to do)."""
+import pytest
 from django.template.loader import render_to_string
 from django.test import RequestFactory
 
@@ -9,6 +10,7 @@ from apps.core.panels import first_screen, job_panel
 COMPACT = [f"nid{n:06d}" for n in range(1, 9)]  # all in dragonfly group 0
 STRADDLING = [f"nid{n:06d}" for n in range(109, 117)]  # 109-112 in group 0, 113-116 in group 1
 INTERLEAVED = [f"nid{n:06d}" for n in (109, 113, 110, 114, 115, 111, 116, 112)]  # groups 0 1 0 1 | 1 0 1 0
+PAIRED = [f"nid{n:06d}" for n in (109, 110, 113, 114, 115, 116, 111, 112)]  # groups 0 0 1 1 | 1 1 0 0
 
 
 def with_layout(job, **sizes):
@@ -64,20 +66,25 @@ def test_a_compact_layout_is_a_fact_without_findings(alps_job):
 def test_pipeline_crossing_groups_that_the_other_rank_order_avoids_is_a_warning(alps_job):
     from apps.ranks.panel import summary
 
-    job = with_layout(alps_job(STRADDLING), tp=4, pp=2)
+    job = with_layout(alps_job(PAIRED), tp=4, pp=2)
     [finding] = summary(job).findings
-    # Stage 0 on nid000109-112 (group 0), stage 1 on nid000113-116 (group 1): all 16 pipelines cross.
+    # Stage 0 on nodes 1-4 of the list (groups 0 0 1 1), stage 1 on nodes 5-8 (1 1 0 0): replica d pairs node d
+    # with node d + 4, always across groups. With tp-pp-dp order replica d is nodes 2d and 2d + 1: one group each,
+    # and the data-parallel groups (which already span both groups) span no more.
     assert finding.level == "warning" and finding.source == "ranks" and finding.link == "#panel-ranks"
     assert finding.title == "Pipeline boundary 0→1 crosses dragonfly groups (16 of 16 stage-to-stage links)"
-    # With tp-pp-dp order a pipeline is ranks r and r + 4: neighbouring nodes, in one group.
     assert finding.action == ("Run with --use-tp-pp-dp-mapping (order tp-cp-ep-pp-dp): on these GPUs 0 instead of 16 "
-                              "links would cross groups.")
+                              "links would cross groups, and no more data-parallel groups would.")
 
 
-def test_pipeline_crossing_groups_either_way_is_information(alps_job):
+@pytest.mark.parametrize("nodes", [
+    INTERLEAVED,  # the other order pairs groups 0-1, 0-1, 1-0, 1-0: no better
+    STRADDLING,  # the other order keeps pipelines in a group but spreads every data-parallel group over both
+], ids=["no-better", "spreads-dp"])
+def test_pipeline_crossing_groups_either_way_is_information(alps_job, nodes):
     from apps.ranks.panel import summary
 
-    job = with_layout(alps_job(INTERLEAVED), tp=4, pp=2)
+    job = with_layout(alps_job(nodes), tp=4, pp=2)
     [finding] = summary(job).findings
     assert finding.level == "info" and finding.title.startswith("Pipeline boundary 0→1 crosses dragonfly groups (16 of 16")
     assert "keep each pipeline in one dragonfly group" in finding.action

@@ -90,3 +90,14 @@ def test_layout_api_and_page_say_nvlink_for_tp(alice, job, client, django_user_m
     assert "All 8 groups stay inside one node: NVLink only." in row
     assert row.count('<td class="num">–</td>') == 4  # no network columns for it
     assert "Inside one node (NVLink)" in page
+
+
+def test_table_rows_use_thousands_separators_and_leave_network_columns_empty_for_nvlink():
+    from apps.ranks.panel import span_row
+    from apps.ranks.ranktable import CommunicatorSpan
+
+    row = span_row(CommunicatorSpan("tp", 2688, 4, 0, 0, 0, inside_node=2688))
+    assert (row["groups"], row["inside_node"], row["network_groups"], row["network"]) == ("2,688", "2,688", "0", False)
+    row = span_row(CommunicatorSpan("dp", 8, 1344, 96, 12, 8, inside_node=0, max_nodes=1344))
+    assert (row["size"], row["max_nodes"], row["network"]) == ("1,344", "1,344", True)
+    assert row["words"].startswith("All 8 cross the network: up to 1,344 nodes on 96 switches in 12 dragonfly groups")
