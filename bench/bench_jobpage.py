@@ -255,7 +255,8 @@ class PageReport:
 
 
 def _mb(count: int) -> str:
-    return f"{count / 1e6:.2f} MB" if count >= 100_000 else f"{count / 1e3:.0f} kB"
+    """Bytes in MB (10^6 bytes, as the 2 MB target) or kB, 3 significant digits."""
+    return f"{count / 1e6:.3g} MB" if count >= 100_000 else f"{count / 1e3:.3g} kB"
 
 
 def chromium_available() -> bool:

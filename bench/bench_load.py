@@ -118,11 +118,11 @@ class LoadReport:
 
 
 def _seconds(value: float) -> str:
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    return f"{value * 1000:.3g} ms" if value < 1 else f"{value:.3g} s"
 
 
 def _size(count: int) -> str:
-    return f"{count / 1e6:.2f} MB" if count >= 1_000_000 else f"{count / 1e3:.1f} kB" if count >= 1000 else f"{count} B"
+    return f"{count / 1e6:.3g} MB" if count >= 1_000_000 else f"{count / 1e3:.3g} kB" if count >= 1000 else f"{count} B"
 
 
 # -- the installation ---------------------------------------------------------------------------------
