@@ -14,6 +14,7 @@ from typing import Callable
 from urllib.parse import urlencode
 
 import numpy as np
+from django.core.cache import cache
 from django.urls import reverse
 
 from apps.core.gpu_colourings import available_gpu_colourings, gpu_colouring
@@ -24,7 +25,7 @@ from .findings import LINK, SOURCE, layout_words, ranks_summary
 from .rankmap import DIMENSION_LABELS, colour_note, colour_options, grid_selected, rank_figure
 from .ranktable import boundary_verdict, communicator_spans, pipeline_boundaries, stage_replica_grid
 from .selection import read_selections
-from .selectors import JobRanks, LayoutNoLongerFits, job_ranks
+from .selectors import JobRanks, LayoutNoLongerFits, job_layout_get, job_ranks
 
 SELECTION_FIELDS = ("dp", "pp", "tp")  # the page's fields sel_dp, sel_pp, sel_tp
 SPAN_KINDS = ("tp", "pp", "dp", "cp", "ep", "mp")
@@ -126,9 +127,23 @@ def context(job, request) -> dict:
     return {**shell(job, request.GET), "rank_panel": True}
 
 
+SUMMARY_SECONDS = 3600
+
+
 def summary(job) -> PanelSummary | None:
     """The layout as a fact and where its communicators cross the network (JobPanel.summary); None
-    while the job has no layout."""
+    while the job has no layout. The first screen asks on every view and live update, so the answer
+    is cached under what it depends on (the layout row, the node list, the topology revision): two
+    small queries when nothing changed."""
+    stored = job_layout_get(job) if job.node_list else None
+    if stored is None:
+        return None
+    revision = topology_revision_latest()
+    key = "ranks:summary:" + _digest(FIGURE_VERSION, stored.pk, stored.modified.isoformat(), ",".join(job.node_list),
+                                     revision.pk if revision else "", revision.created.isoformat() if revision else "")
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
     try:
         analysis = _analysis(job)
     except LayoutNoLongerFits as exc:
@@ -137,8 +152,17 @@ def summary(job) -> PanelSummary | None:
     if analysis is None:
         return None
     ranks = analysis["ranks"]
-    return ranks_summary(ranks.layout, ranks.table, analysis["spans"], analysis["boundaries"],
+    part = ranks_summary(ranks.layout, ranks.table, analysis["spans"], analysis["boundaries"],
                          exact_map=ranks.stored.rank_map is not None)
+    cache.set(key, part, SUMMARY_SECONDS)
+    return part
+
+
+def _digest(*parts) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(f"{part}\x1f".encode())
+    return digest.hexdigest()[:32]
 
 
 FIGURE_VERSION = "1"  # part of every ETag: change it when the figure's code changes what it draws
@@ -173,14 +197,12 @@ def figure_answer(job, ranks: JobRanks, colour: str, fields: dict[str, str]) -> 
     Raises :class:`ColourUnavailable` like :func:`figure_payload`."""
     colouring, values = _colouring_values(job, ranks, colour)
     revision = topology_revision_latest()
-    digest = hashlib.sha256()
-    for part in (FIGURE_VERSION, ranks.stored.pk, ranks.stored.modified.isoformat(), ",".join(job.node_list or []),
-                 revision.pk if revision else "", revision.created.isoformat() if revision else "", colour,
-                 json.dumps(fields, sort_keys=True),
-                 json.dumps(sorted([str(host), int(gpu), value] for (host, gpu), value in values.items()), default=str)
-                 if values is not None else ""):
-        digest.update(f"{part}\x1f".encode())
-    return digest.hexdigest()[:32], lambda: figure_payload(job, ranks, colour, fields, _resolved=(colouring, values))
+    version = _digest(FIGURE_VERSION, ranks.stored.pk, ranks.stored.modified.isoformat(), ",".join(job.node_list or []),
+                      revision.pk if revision else "", revision.created.isoformat() if revision else "", colour,
+                      json.dumps(fields, sort_keys=True),
+                      json.dumps(sorted([str(host), int(gpu), value] for (host, gpu), value in values.items()), default=str)
+                      if values is not None else "")
+    return version, lambda: figure_payload(job, ranks, colour, fields, _resolved=(colouring, values))
 
 
 def figure_payload(job, ranks: JobRanks, colour: str, fields: dict[str, str], *, _resolved=None) -> dict:

@@ -135,3 +135,16 @@ def test_the_job_page_carries_the_shell_not_the_figure(alps_job, client, make_us
     assert 'id="rank-figure"' in page and 'data-figure-url="/api/v1/jobs/alps/1/ranks/figure/?colour=pp&amp;sel_pp=7-8"' in page
     assert "stages 7–8 do not exist: stages 0–1" in page
     assert '"type": "scatter"' not in page and "rank-figure-data" not in page
+
+
+def test_the_summary_is_cached_until_the_layout_changes(alps_job, django_assert_max_num_queries):
+    from apps.ranks.panel import summary
+
+    job = with_layout(alps_job(PAIRED), tp=4, pp=2)
+    first = summary(job)
+    job = fresh(job)
+    with django_assert_max_num_queries(2):  # the layout row and the topology revision: no rank table built
+        again = summary(job)
+    assert again == first
+    job = with_layout(job, tp=4, pp=1)  # a new layout: no pipeline, no finding
+    assert summary(job).findings == [] and summary(job).facts[0].value == "TP 4 × PP 1 × DP 8"
