@@ -46,24 +46,25 @@ def coverage(*, source: str, running: bool, start: datetime | None, end: datetim
     if expected:
         who = f"{reporting or 0:,} of {expected:,} GPUs reporting, "
     late = (first - start).total_seconds()
-    late_words = (f" Data starts at {clock(first, now)}, {duration_words(late)} after the job started."
+    late_words = (f" Data starts at {clock(first, start)}, {duration_words(late)} after the job started."
                   if late > tolerance else "")
-    span = f"{clock(first, now)}–{clock(last, now)}"
+    span = f"{clock(first, start)}–{clock(last, start)}"
     if running:
         age = (now - last).total_seconds()
         if age <= live_s:
-            return Coverage(LIVE, f"{source}: live — {who}last sample {clock(last, now)} "
+            return Coverage(LIVE, f"{source}: live — {who}last sample {clock(last, start)} "
                                   f"({duration_words(age)} ago), data {span}.{late_words}",
                             late > tolerance, max(late, 0.0), max(age, 0.0))
         state = LAGGING if age <= stale_s else STALE
         lead = "lagging" if state == LAGGING else "no data"
-        return Coverage(state, f"{source}: {lead} since {clock(last, now)} ({duration_words(age)} ago) while the job runs; "
+        return Coverage(state, f"{source}: {lead} since {clock(last, start)} ({duration_words(age)} ago) while the job runs; "
                                f"{who}data {span}.{late_words}", late > tolerance, max(late, 0.0), age)
     stop = end or now
     early = (stop - last).total_seconds()
     if early > tolerance:
-        return Coverage(ENDS_EARLY, f"{source}: data stops at {clock(last, now)}, {duration_words(early)} before the job "
-                                    f"ended at {clock(stop, now)}; {who}data {span}.{late_words}",
+        return Coverage(ENDS_EARLY, f"{source}: data stops at {clock(last, start)}, {duration_words(early)} before the job "
+                                    f"ended at {clock(stop, start)} (what happened after is unknown, not zero); "
+                                    f"{who}data {span}.{late_words}",
                         late > tolerance, max(late, 0.0), early)
     whole = "" if late_words else ", the job's whole run"
     return Coverage(COMPLETE, f"{source}: {who}data {span}{whole}.{late_words}", late > tolerance, max(late, 0.0),

@@ -50,6 +50,7 @@ class Fact:
     detail: str = ""
     level: str = "info"
     element_id: str | None = None
+    rank: int = 50  # the first screen shows facts by rank, then in panel order (the job's state comes first)
 
 
 @dataclass(frozen=True)
@@ -118,4 +119,5 @@ def first_screen(job, panels: list[JobPanel] | None = None) -> PanelSummary:
         merged.findings.extend(part.findings)
         merged.freshness.extend(part.freshness)
     merged.findings.sort(key=lambda finding: LEVELS.index(finding.level))
+    merged.facts.sort(key=lambda fact: fact.rank)
     return merged

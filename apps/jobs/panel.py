@@ -12,7 +12,7 @@ def timeline_context(job, request) -> dict:
 def timeline_summary(job) -> PanelSummary | None:
     if job.start_time is None:
         return PanelSummary(facts=[Fact("State", job.get_state_display(), job.state_reason or "waiting to start", "info",
-                                        "fact-state")])
+                                        "fact-state", rank=0)])
     if job.end_time:
         words = f"ran {duration_words(job.end_time - job.start_time)}, {clock(job.start_time)}–{clock(job.end_time, job.start_time)}"
     else:
@@ -20,7 +20,7 @@ def timeline_summary(job) -> PanelSummary | None:
         if job.time_limit_minutes:
             words += f" of {duration_words(job.time_limit_minutes * 60)} allowed"
     level = "ok" if job.state in ("RUNNING", "COMPLETED") else "warning"
-    return PanelSummary(facts=[Fact("State", job.get_state_display(), words, level, "fact-state")])
+    return PanelSummary(facts=[Fact("State", job.get_state_display(), words, level, "fact-state", rank=0)])
 
 
 def scripts_context(job, request) -> dict:

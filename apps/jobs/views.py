@@ -7,16 +7,15 @@ from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, HttpResponseNotModified
 from django.shortcuts import render
-from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET
 from django.views.generic import TemplateView
 
-from apps.core.panels import first_screen, job_panel, job_panels
+from apps.core.panels import job_panel, job_panels
 
 from .filtersets import SORTABLE, JobFilterSet
 from .models import JobStateChoices
+from .pagecache import cached_first_screen, panel_html
 from .selectors import job_get_for_user, job_list_for_user
 
 PAGE_SIZE = 50
@@ -83,12 +82,10 @@ class JobDetailView(TemplateView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         job = _job_or_404(self.request, kwargs)
-        panels = []
-        for panel in job_panels():
-            panel_context = {"job": job, "request": self.request, **panel.context(job, self.request)}
-            panels.append({"key": panel.key, "title": panel.title,
-                           "html": render_to_string(panel.template, panel_context, request=self.request)})
-        context.update(job=job, panels=panels, first=first_screen(job), now=timezone.now(),
+        panels = [{"key": panel.key, "title": panel.title, "html": panel_html(panel, job, self.request)}
+                  for panel in job_panels()]
+        first = cached_first_screen(job)
+        context.update(job=job, panels=panels, first=first.summary, now=first.computed,
                        live_seconds=settings.JOB_PAGE_LIVE_SECONDS,
                        summary_url=reverse("jobs:summary", args=[job.cluster.name, job.job_id]),
                        api_url=reverse("jobs-api:job-detail", args=[job.cluster.name, job.job_id]))
@@ -106,7 +103,8 @@ def _job_or_404(request, kwargs):
 def job_summary(request, cluster, job_id):
     """The first screen alone, for the page's live update (it replaces the verdict in place)."""
     job = _job_or_404(request, {"cluster": cluster, "job_id": job_id})
-    return render(request, "jobs/_first_screen.html", {"job": job, "first": first_screen(job), "now": timezone.now(),
+    first = cached_first_screen(job)
+    return render(request, "jobs/_first_screen.html", {"job": job, "first": first.summary, "now": first.computed,
                                                             "live_seconds": settings.JOB_PAGE_LIVE_SECONDS})
 
 

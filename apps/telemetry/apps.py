@@ -18,4 +18,4 @@ class TelemetryConfig(AppConfig):
         from . import panel
 
         register_job_panel(JobPanel(key="telemetry", title="GPU telemetry", order=20, template="telemetry/_job_section.html",
-                                    context=panel.context, summary=panel.summary))
+                                    context=panel.context, summary=panel.summary, version=panel.version))

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.core.coverage import LAGGING, NONE, STALE, coverage
+from apps.core.numbers import clock
 from apps.core.panels import Finding, Freshness, PanelSummary
 
 from .fields import FIELDS, lookup
@@ -18,6 +19,7 @@ DEFAULT_HEATMAP_FIELD = 1002  # SM activity: busy SMs, the first thing to look a
 SOURCE = "GPU telemetry"
 # The fields offered first in the picker, in this order; the rest follow by id.
 PREFERRED = (1002, 1004, 1005, 150, 100, 155, 1001, 1011, 1012)
+NODE_TABLE_FIELDS = 6  # the node x field table shows the first fields offered (the API gives any)
 
 
 def record_for(job) -> JobTelemetry | None:
@@ -33,6 +35,12 @@ def job_coverage(job, record: JobTelemetry | None, now=None):
                     first=record.first_sample if has_data else None, last=record.last_sample if has_data else None,
                     now=now, step_s=step, live_s=refresh + 2 * step + 60, stale_s=refresh + 2 * step + 600,
                     reporting=record.gpus_reporting if has_data else None, expected=job.gpus or None)
+
+
+def version(job) -> str | None:
+    """Changes whenever the job's telemetry product is rebuilt or its state changes."""
+    row = JobTelemetry.objects.filter(job=job).values("pk", "status", "materialized", "product", "message").first()
+    return None if row is None else f"t{row['pk']}-{row['status']}-{row['materialized']}-{row['product']}-{row['message']}"
 
 
 def fields_offered(record: JobTelemetry) -> list[dict]:
@@ -58,7 +66,8 @@ def context(job, request) -> dict:
     args = [job.cluster.name, job.job_id]
     result.update(telemetry_fields=offered, telemetry_field=chosen,
                   telemetry_heatmap_url=reverse("telemetry-api:job-heatmap", args=args),
-                  telemetry_nodes_url=reverse("telemetry-api:job-nodes", args=args))
+                  telemetry_nodes_url=reverse("telemetry-api:job-nodes", args=args) + "?fields="
+                  + ",".join(str(f["id"]) for f in offered[:NODE_TABLE_FIELDS]))
     return result
 
 
@@ -74,15 +83,14 @@ def summary(job) -> PanelSummary | None:
         part.findings.append(Finding("warning", f"Reading this job's telemetry failed: {record.message}",
                                      "Staff: check the telemetry store on the Staff page.", "#panel-telemetry", "telemetry"))
     elif found.state in (STALE, LAGGING):
-        part.findings.append(Finding("warning" if found.state == STALE else "info", found.words,
+        since = f"since {clock(record.last_sample, job.start_time)}" if record and record.last_sample else ""
+        part.findings.append(Finding("warning" if found.state == STALE else "info",
+                                     f"No new GPU samples {since} while the job runs: this page shows the job as it was then.",
                                      "Check the collector on the job's nodes (deploy/collector/), or whether the job hangs.",
                                      "#panel-telemetry", "telemetry"))
     elif found.state == NONE and job.is_active:
         part.findings.append(Finding("warning", found.words, "Start the collector in the job, or ask staff whether the "
                                      "site's DCGM exporter covers these nodes.", "#panel-telemetry", "telemetry"))
-    elif found.state == "ends early":
-        part.findings.append(Finding("info", found.words, "Numbers after the last sample are unknown, not zero.",
-                                     "#panel-telemetry", "telemetry"))
     if record is not None and record.gpus_reporting is not None and job.gpus and record.gpus_reporting < job.gpus \
             and found.state not in (NONE,):
         missing = job.gpus - record.gpus_reporting

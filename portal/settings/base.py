@@ -536,3 +536,6 @@ DEMO_FLEET_HOURS = env.float("DEMO_FLEET_HOURS", default=2.0)
 
 # Job page: how often the page of a running job asks for news (first screen and drawn figures), in place.
 JOB_PAGE_LIVE_SECONDS = env.int("JOB_PAGE_LIVE_SECONDS", default=30)
+# Job page: the first screen and each panel's HTML are kept this long per job state (panels that version
+# their data, like the saturation product, change at once when it does).
+JOB_PAGE_CACHE_SECONDS = env.int("JOB_PAGE_CACHE_SECONDS", default=15)

@@ -115,19 +115,24 @@
     const { zmin, zmax } = payload.scale;
     const z = decode(payload.z, rows, cols, zmin, zmax);
     const mean = payload.mean ? decode(payload.mean, rows, cols, zmin, zmax) : null;
-    const labels = payload.rows.map((row) => row.label);
+    // Rows are categories named by their labels (the hover says which GPU), unique even if two labels repeat.
+    const seen = new Map();
+    const labels = payload.rows.map((row) => {
+      const count = (seen.get(row.label) || 0) + 1;
+      seen.set(row.label, count);
+      return count > 1 ? `${row.label} #${count}` : row.label;
+    });
     const every = Math.max(1, Math.ceil(rows / 40));
     const tickvals = [];
-    for (let r = 0; r < rows; r += every) tickvals.push(r);
+    for (let r = 0; r < rows; r += every) tickvals.push(labels[r]);
     const unit = payload.unit ? ` ${payload.unit}` : "";
     const trace = {
-      type: "heatmap", z, x: payload.times, y: labels.map((_, index) => index), zmin, zmax,
+      type: "heatmap", z, x: payload.times, y: labels, zmin, zmax,
       colorscale: payload.scale.colorscale || "Viridis", reversescale: false, zauto: false,
       colorbar: { thickness: 12, len: 0.9, title: { text: payload.unit || "", side: "right" } },
-      text: labels.map((label) => new Array(cols).fill(label)),
       hovertemplate: mean
-        ? `%{text}<br>%{x}<br>extreme %{z:.3~g}${unit}<br>mean %{customdata:.3~g}${unit}<extra></extra>`
-        : `%{text}<br>%{x}<br>%{z:.3~g}${unit}<extra></extra>`,
+        ? `%{y}<br>%{x}<br>extreme %{z:.3~g}${unit}<br>mean %{customdata:.3~g}${unit}<extra></extra>`
+        : `%{y}<br>%{x}<br>%{z:.3~g}${unit}<extra></extra>`,
       hoverongaps: false,
     };
     if (mean) trace.customdata = mean;
@@ -151,7 +156,7 @@
     const layout = {
       uirevision: element.id, height, margin: { l: 170, r: annotations.length ? 90 : 20, t: 24, b: 40 },
       xaxis: { type: "date", title: { text: "time (UTC)" } },
-      yaxis: { autorange: "reversed", tickmode: "array", tickvals, ticktext: tickvals.map((r) => labels[r]),
+      yaxis: { type: "category", autorange: "reversed", tickmode: "array", tickvals, ticktext: tickvals,
                tickfont: { size: 10 }, automargin: true },
       shapes, annotations, plot_bgcolor: "#eceff3",
     };
@@ -209,7 +214,7 @@
       const entry = state.get(element.id);
       const point = event.points && event.points[0];
       if (!entry || !point) return;
-      const row = entry.payload.rows[point.y];
+      const row = entry.payload.rows[point.pointIndex ? point.pointIndex[0] : -1];
       if (!row) return;
       if (row.gpu !== null && row.gpu !== undefined && element.dataset.seriesUrl) {
         showSeries(element, `${row.host}:${row.gpu}`);

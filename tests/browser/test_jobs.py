@@ -1,6 +1,8 @@
 """The job list and the demo's Megatron job in headless Chromium."""
 import pytest
 
+from .test_job_page import wait_until
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
@@ -36,7 +38,7 @@ def test_filter_the_job_list_and_open_the_megatron_job(live_server, page, screen
     page.locator("table.jobs-table tr", has_text="megatron-gpt-175b-pretrain").get_by_role("link").first.click()
     page.wait_for_url("**/jobs/alps/*/")
     assert page.get_by_role("heading", level=1).inner_text().startswith("megatron-gpt-175b-pretrain")
-    page.wait_for_function("document.documentElement.dataset.jobPageReady === 'true'", timeout=60_000)
+    wait_until(page, "document.documentElement.dataset.jobPageReady === 'true'", timeout=60_000)
     assert page.locator("#first-screen").bounding_box()["y"] < 400  # the verdict comes first
     page.locator("#topology-figure").scroll_into_view_if_needed()  # the map loads when it comes into view
     page.wait_for_selector("#topology-figure[data-rendered=true]", timeout=60_000)

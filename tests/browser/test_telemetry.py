@@ -29,7 +29,7 @@ def test_megatron_job_telemetry_heatmap(live_server, page, screenshot, transacti
     assert page.locator("#telemetry-heatmap").get_attribute("data-rendered-metric") == "100"
     assert "512 of 512 GPUs reporting" in section.inner_text()
     host, gpu = default_planted(list(job.node_list)).throttled
-    labels = page.evaluate("document.getElementById('telemetry-heatmap').data[0].text.map(r => r[0])")
+    labels = page.evaluate("document.getElementById('telemetry-heatmap').data[0].y")
     assert len(labels) == 512 and any(label.endswith(f"{host}:{gpu}") for label in labels)
     # the node x field table loads when opened
     page.locator("#telemetry-nodes summary").click()
