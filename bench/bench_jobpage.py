@@ -245,7 +245,8 @@ class PageReport:
         if switch.get("available"):
             figures.append(Figure(f"job page: metric switch {switch['from']} -> {', '.join(switch['to'])}", switch["seconds"],
                                   switch["fetch_seconds"], "the API requests of the switch, again, from the page",
-                                  f"in place, no navigation (median of {switch['switches']}); target <= 300 ms"))
+                                  f"in place, no navigation (median of {switch['switches']}); target <= 300 ms"
+                                  + (f"; the page's own split: {' | '.join(switch['splits'])}" if switch.get("splits") else "")))
         else:
             reload = switch.get("reload_seconds")
             figures[-1] = Figure(figures[-1].name, figures[-1].seconds, figures[-1].floor_seconds, figures[-1].floor_name,
@@ -365,7 +366,7 @@ def metric_switch(page, base: str, info: dict, wait_rendered: bool) -> dict:
     targets = [value for value in options if value != current][:3]
     if not targets:
         return {"available": False, "why": "#smetric offers one metric only"}
-    timings, fetches, first = [], [], current
+    timings, fetches, splits, first = [], [], [], current
     cluster, job_id = info["cluster"], info["job_id"]
     asked: list[str] = []
     page.on("request", lambda request: "/api/" in request.url and asked.append(request.url))
@@ -385,11 +386,12 @@ def metric_switch(page, base: str, info: dict, wait_rendered: bool) -> dict:
         if not outcome["ok"]:
             return {"available": False, "why": f"data-rendered-metric did not become {target} within {SWITCH_TIMEOUT_S:.0f} s"}
         timings.append(outcome["ms"] / 1000)
+        splits.append(page.evaluate("() => document.querySelector('#saturation-heatmap').dataset.timing || ''"))
         # The floor: the API requests the switch made, asked again (no cache); the plain heatmap URL when it made none.
         urls = switch_asked or [f"{base}/api/v1/jobs/{cluster}/{job_id}/saturation/heatmap/?metric={target}&bins=240"]
         fetches.append(sum(page.evaluate(FETCH, url)["ms"] for url in urls) / 1000)
     return {"available": True, "from": first, "to": targets, "switches": len(timings),
-            "seconds": statistics.median(timings), "fetch_seconds": statistics.median(fetches)}
+            "seconds": statistics.median(timings), "fetch_seconds": statistics.median(fetches), "splits": splits}
 
 
 def _reload_switch(page) -> dict:
