@@ -1,16 +1,15 @@
 """Job list and job page."""
-import hashlib
 import json
 
 from django.conf import settings
-from django.core.cache import cache
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse, HttpResponseNotModified
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 from django.views.generic import TemplateView
 
+from apps.core.api.conditional import ProductVersion, product_response
 from apps.core.panels import job_panel, job_panels
 
 from .filtersets import SORTABLE, JobFilterSet
@@ -116,23 +115,8 @@ def panel_figure(request, cluster, job_id, panel, name):
     if registered is None or name not in registered.figures:
         raise Http404("no such figure")
     version = registered.version(job) if registered.version else None
-    etag = None
-    if version:
-        query = "&".join(f"{key}={value}" for key, value in sorted(request.GET.items()))
-        etag = '"' + hashlib.sha256(f"{panel}/{name}/{version}/{query}".encode()).hexdigest()[:32] + '"'
-        if request.headers.get("If-None-Match") == etag:
-            response = HttpResponseNotModified()
-            response["ETag"] = etag
-            return response
-        key = f"jobs:panel-figure:{etag}"
-        body = cache.get(key)
-        if body is None:
-            body = json.dumps(registered.figures[name](job, request.GET))
-            cache.set(key, body, 3600)
-    else:
-        body = json.dumps(registered.figures[name](job, request.GET))
-    response = HttpResponse(body, content_type="application/json")
-    response["Cache-Control"] = "private, no-cache"
-    if etag:
-        response["ETag"] = etag
-    return response
+    render = lambda: json.dumps(registered.figures[name](job, request.GET)).encode()  # noqa: E731
+    if not version:  # data that changes on its own (node states): drawn on every request
+        return HttpResponse(render(), content_type="application/json", headers={"Cache-Control": "private, no-cache"})
+    return product_response(request, name=f"jobs:panel-figure:{panel}/{name}",
+                            version=ProductVersion(version, job=job.pk), params=request.GET, render=render)
