@@ -87,7 +87,7 @@ def test_megatron_job_saturation_section(live_server, page, screenshot, transact
     page.wait_for_url("**/topology/?*focus=*")
     assert f"focus={throttled['host']}" in page.url
     page.wait_for_selector("[data-figure][data-rendered=true]", timeout=60_000)
-    legend = " ".join(page.locator(".legendtext").all_inner_texts())
-    assert "this job" in legend.lower()
+    legend = " ".join(page.locator(".legendtext").evaluate_all("items => items.map(item => item.textContent)"))
+    assert "this job's nodes (128)" in legend and "straggler (1)" in legend
     screenshot(page, "saturation-straggler-on-topology")
     assert page.problems.take() == []
