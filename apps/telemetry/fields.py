@@ -192,3 +192,17 @@ def lookup(key) -> Field:
 
 def by_dmon_tag(tag: str) -> Field | None:
     return _BY_DMON.get(tag.strip().upper())
+
+
+def field_ids(names) -> list[int]:
+    """The ids of ``names`` (ids, DCGM names or dmon tags), duplicates dropped, in order; every name that
+    is not a field is reported at once: ``ValueError`` with one message per unknown name."""
+    ids, problems = [], []
+    for name in names:
+        try:
+            ids.append(lookup(name).id)
+        except UnknownField as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError(problems)
+    return list(dict.fromkeys(ids))

@@ -376,14 +376,7 @@
     details.addEventListener("toggle", () => { if (details.open) loadNodeTable(details); });
   });
 
-  // ---------------------------------------------------------------- PNG downloads
-  document.addEventListener("click", (event) => {
-    const button = event.target.closest("[data-download-png]");
-    if (!button || typeof Plotly === "undefined") return;
-    const element = document.getElementById(button.dataset.downloadPng);
-    if (!element || element.dataset.rendered !== "true") return;
-    Plotly.downloadImage(element, { format: "png", filename: button.dataset.filename || element.id, scale: 2 });
-  });
+  // PNG buttons are handled by topology.js, which the page loads too.
 
   // ---------------------------------------------------------------- loading and live updates
   const load = (element, options) => (element.dataset.heatmapUrl ? loadHeatmap(element, options) : loadFigure(element, options));

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from . import session
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 ROW_OF = """([id, host, gpu]) => {
@@ -45,10 +47,7 @@ def demo(transactional_db, settings):
 
 
 def log_in(page, base_url, path):
-    page.goto(f"{base_url}/accounts/login/?next={path}")
-    page.get_by_label("Username").fill("demo")
-    page.get_by_label("Password").fill("belvedere-demo")
-    page.get_by_role("button", name="Log in").click()
+    session.log_in(page, base_url, "demo", "belvedere-demo", path)
     page.wait_for_url(f"**{path.split('?')[0]}*")
 
 
@@ -154,10 +153,7 @@ def test_first_screens_of_the_demo_jobs(live_server, page, screenshot, demo, dja
 
     job, planted = demo
     django_user_model.objects.create_user("triage", password="triage-pw", is_staff=True)  # staff see every job
-    page.goto(f"{live_server.url}/accounts/login/?next=/jobs/")
-    page.get_by_label("Username").fill("triage")
-    page.get_by_label("Password").fill("triage-pw")
-    page.get_by_role("button", name="Log in").click()
+    session.log_in(page, live_server.url, "triage", "triage-pw", "/jobs/")
     page.wait_for_url("**/jobs/*")
 
     text = open_first_screen(page, live_server, job, screenshot, "job-megatron")

@@ -2,14 +2,13 @@
 switchable in place, stragglers linked to the network with the job kept in view, PNG download."""
 import pytest
 
+from .session import log_in
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 def open_job(page, live_server, job, query=""):
-    page.goto(f"{live_server.url}/accounts/login/?next=/jobs/alps/{job.job_id}/{query}")
-    page.get_by_label("Username").fill("demo")
-    page.get_by_label("Password").fill("belvedere-demo")
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, live_server.url, "demo", "belvedere-demo", f"/jobs/alps/{job.job_id}/{query}")
     page.wait_for_url(f"**/jobs/alps/{job.job_id}/*")
 
 

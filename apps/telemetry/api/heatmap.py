@@ -18,7 +18,7 @@ from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
-from ..fields import FIELDS, UnknownField, lookup
+from ..fields import FIELDS, UnknownField, field_ids, lookup
 from ..models import JobTelemetry
 from ..products import JobCube
 from .openapi import TelemetryHeatmapResponse, TelemetryNodesResponse
@@ -109,15 +109,10 @@ class TelemetryNodesParams(serializers.Serializer):
                             help_text="comma list of DCGM ids or names (default: every field of the job)")
 
     def validate_fields(self, names):
-        ids, problems = [], []
-        for name in names:
-            try:
-                ids.append(lookup(name).id)
-            except UnknownField as exc:
-                problems.append(str(exc))
-        if problems:
-            raise serializers.ValidationError(problems)
-        return list(dict.fromkeys(ids))
+        try:
+            return field_ids(names)
+        except ValueError as exc:
+            raise serializers.ValidationError(exc.args[0]) from None
 
 
 _HEAD_FIELDS = ("id", "job_id", "status", "message", "materialized", "product")

@@ -22,7 +22,7 @@ from apps.jobs.selectors import job_get_for_user
 
 from .. import ingest
 from ..backends.base import DEFAULT_STATS, STATS, Query, TelemetryUnavailable
-from ..fields import UnknownField, lookup
+from ..fields import field_ids
 from ..models import IngestBatch
 from ..store import telemetry_store
 from .openapi import IngestResponse, SeriesResponse
@@ -159,15 +159,10 @@ class SeriesParams(serializers.Serializer):
                            help_text=f"comma list of {','.join(STATS)}")
 
     def validate_field(self, names):
-        ids, problems = [], []
-        for name in names:
-            try:
-                ids.append(lookup(name).id)
-            except UnknownField as exc:
-                problems.append(str(exc))
-        if problems:
-            raise serializers.ValidationError(problems)
-        return ids
+        try:
+            return field_ids(names)
+        except ValueError as exc:
+            raise serializers.ValidationError(exc.args[0]) from None
 
     def validate_start(self, value):
         return _timestamp(value) if value.strip() else None
