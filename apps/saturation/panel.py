@@ -189,14 +189,22 @@ def summary(job) -> PanelSummary | None:
         part.findings.append(Finding("warning", f"Clocks held down: {throttled[0]}.",
                                      "Staff: check cooling and power capping on these nodes; the job loses speed it paid for.",
                                      "#panel-saturation", "saturation"))
-    if record.score is not None and record.limiter in ACTIONS:
-        part.findings.append(Finding("info", f"Saturation {record.score:.0f} of 100, limited most of the time by {limiter}.",
+    score = record.score
+    if score is not None and score >= 60 and record.limiter in ACTIONS:
+        # Near a roof: what is left is to make that unit do more per step.
+        part.findings.append(Finding("info", f"Saturation {score:.0f} of 100, limited most of the time by {limiter}.",
                                      ACTIONS[record.limiter], "#panel-saturation", "saturation"))
-    elif record.score is not None and record.score < 30:
-        part.findings.append(Finding("warning", f"Saturation {record.score:.0f} of 100: far from every roof "
-                                     f"({', '.join(record.labels[:2]) or 'no unit is busy'}).",
+    elif score is not None and score < 30:
+        why = f"{idle:,} idle GPU{'s' * (idle != 1)} pull it down; " if idle else ""
+        part.findings.append(Finding("warning", f"Saturation {score:.0f} of 100: far from every roof "
+                                     f"({why}{', '.join(label for label in record.labels[:2] if 'idle' not in label) or 'no unit is busy'}).",
                                      "Profile one step (nsys) to see where the time goes: data loading, communication "
                                      "or small kernels.", "#panel-saturation", "saturation"))
+    elif score is not None:
+        part.findings.append(Finding("info", f"Saturation {score:.0f} of 100: the busiest unit, {limiter}, runs at about "
+                                     f"{score:.0f} % of what it can sustain.",
+                                     "Profile one step (nsys) to see what holds the rest back.", "#panel-saturation",
+                                     "saturation"))
     return part
 
 

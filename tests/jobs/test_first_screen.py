@@ -104,3 +104,22 @@ def test_finished_job_never_scored_does_not_say_yet(client, alice, store):
     text = first_screen(client, job)
     assert "not scored yet" not in text.lower() and "no GPU telemetry reached the portal" in text
     assert "no sample stored" in text
+
+
+@pytest.mark.parametrize("score, idle, said, not_said", [
+    (13.0, 24, ["far from every roof", "24 idle GPUs pull it down"], ["Close to the tensor-core roof"]),
+    (45.0, 0, ["runs at about 45 % of what it can sustain"], ["Close to the tensor-core roof", "far from every roof"]),
+    (88.0, 0, ["Close to the tensor-core roof"], ["far from every roof"]),
+])
+def test_the_advice_fits_the_score(client, alice, score, idle, said, not_said):
+    from apps.saturation.models import JobSaturation
+
+    job = make_job(state="COMPLETED", started_minutes_ago=120, ran_minutes=60)
+    JobSaturation.objects.create(job=job, status="ready", score=score, limiter="tensor", idle_gpus=idle,
+                                 computed=timezone.now(), product="p.npz", labels=["latency-bound, low occupancy"])
+    client.force_login(alice)
+    text = first_screen(client, job)
+    for words in said:
+        assert words in text
+    for words in not_said:
+        assert words not in text
