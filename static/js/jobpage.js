@@ -287,7 +287,11 @@
     }, config);
     figure.setAttribute("data-rendered", "true");
     title.textContent = `${series ? series.label || gpu : gpu} against its peers: ${answer.title}`;
-    note.textContent = peers.description ? `Peers: ${peers.description}.` : "";
+    // The GPU's finding, when the straggler detector has one, next to its series.
+    const button = document.querySelector(`[data-show-gpu="${CSS.escape(gpu)}"]`);
+    const reason = button ? button.closest("li").querySelector(".straggler__reason") : null;
+    const said = reason ? reason.textContent.trim() : "";
+    note.textContent = `${said ? `Finding: ${said}. ` : ""}${peers.description ? `Peers: ${peers.description}.` : ""}`;
     holder.scrollIntoView({ behavior: "smooth", block: "nearest" });
   }
 

@@ -71,6 +71,7 @@ def test_megatron_job_saturation_section(live_server, page, screenshot, transact
     page.wait_for_selector("#gpu-series .gpu-series__figure[data-rendered=true]", timeout=30_000)
     names = page.evaluate("document.querySelector('#gpu-series .gpu-series__figure').data.map(t => t.name)")
     assert "peers' median" in names and "peers 10–90 %" in names
+    assert "SM clock 28% below its peers" in page.locator("#gpu-series .gpu-series__note").inner_text()  # its finding
     path = screenshot(page, "saturation-megatron-page")
     section.screenshot(path=str(path.with_name("saturation-megatron.png")))
 
