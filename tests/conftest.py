@@ -288,3 +288,22 @@ def store(settings, tmp_path):
     reset_telemetry_stores()
     yield telemetry_store()
     reset_telemetry_stores()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the whole run (Playwright's sync API holds an event loop in this thread, so
+    every test that drives a browser shares this one instead of starting its own)."""
+    import shutil
+    from pathlib import Path
+
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

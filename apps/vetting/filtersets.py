@@ -4,14 +4,30 @@ Every filter maps onto one of VettingResult's (column, time) indexes, newest fir
 page is an index range scan even with millions of results.
 """
 import django_filters
+from django import forms
 
 from .models import KIND_CHOICES, OUTCOME_CHOICES, VettingResult
 from .records import BAD_OUTCOMES
 
 
+BIGINT_MAX = 2**63 - 1
+
+
+class WholeNumberFilter(django_filters.NumberFilter):
+    """A whole number that fits the database's integer columns: "9e20" or "-2.4e209" is a clear 400, not an
+    overflow deep in the database driver."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", BIGINT_MAX)
+        super().__init__(*args, **kwargs)
+
+
 class VettingResultFilterSet(django_filters.FilterSet):
     node = django_filters.CharFilter(field_name="host", label="Node")
-    group = django_filters.NumberFilter(field_name="group", label="Group")
+    group = WholeNumberFilter(field_name="group", label="Group")
     switch = django_filters.CharFilter(field_name="switch", label="Switch (group.index)")
     eval = django_filters.CharFilter(field_name="eval_name", label="Evaluation")
     kind = django_filters.ChoiceFilter(choices=KIND_CHOICES, label="Source")
@@ -19,10 +35,10 @@ class VettingResultFilterSet(django_filters.FilterSet):
                                           label="Status")
     since = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte", label="Since")
     until = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="lt", label="Until")
-    job = django_filters.NumberFilter(field_name="job_id_number", label="Job")
+    job = WholeNumberFilter(field_name="job_id_number", label="Job")
     user = django_filters.CharFilter(field_name="user_name", label="User")
     protocol = django_filters.CharFilter(field_name="run__protocol_name", label="Protocol")
-    run = django_filters.NumberFilter(field_name="run_id", label="Run")
+    run = WholeNumberFilter(field_name="run_id", label="Run")
 
     class Meta:
         model = VettingResult

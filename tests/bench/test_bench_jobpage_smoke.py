@@ -11,6 +11,16 @@ from bench import bench_jobpage, bench_load
 NODES, HOURS = 8, 0.5
 
 
+def in_own_process(function, *args, **kwargs):
+    """Run a bench in a fresh process: Playwright's sync API and asyncio.run need a thread with no running
+    event loop, and the suite's shared Chromium (tests/conftest.py) holds one in this thread."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(function, *args, **kwargs).result()
+
+
 @pytest.fixture(scope="module")
 def installation(tmp_path_factory):
     """A bench-owned embedded installation holding the (small) bench job with both products."""
@@ -24,7 +34,7 @@ def installation(tmp_path_factory):
 def test_job_page_bench_measures_bytes_requests_times_and_the_job_list(installation):
     if not bench_jobpage.chromium_available():
         pytest.skip(f"Chromium not found at {bench_jobpage.CHROMIUM} (apt-get install chromium)")
-    report = bench_jobpage.measure(installation, NODES, HOURS, repeats=1)
+    report = in_own_process(bench_jobpage.measure, installation, NODES, HOURS, repeats=1)
     assert report.build["reused"] is True  # the fixture built it: measure() found it and did not rebuild
     numbers = report.numbers()
     (job,) = report.job
@@ -49,8 +59,8 @@ def test_job_page_bench_measures_bytes_requests_times_and_the_job_list(installat
 
 
 def test_load_bench_reports_each_endpoint_with_the_same_request_alone_as_floor(installation):
-    report = bench_load.measure(installation, users=3, seconds=3,
-                                login=(bench_jobpage.USERNAME, bench_jobpage.PASSWORD), demo=False)
+    report = in_own_process(bench_load.measure, installation, users=3, seconds=3,
+                            login=(bench_jobpage.USERNAME, bench_jobpage.PASSWORD), demo=False)
     assert (report.job["cluster"], report.job["job_id"]) == (bench_jobpage.CLUSTER, bench_jobpage.JOB_ID)
     names = [endpoint.name for endpoint in report.endpoints]
     assert names == ["job list", f"job page ({4 * NODES} GPUs)", "heatmap API"]

@@ -1,6 +1,5 @@
 """Headless Chromium (Debian's /usr/bin/chromium) driven by Playwright against a live server."""
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,6 @@ CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
 ]
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 class PageProblems:

@@ -26,7 +26,7 @@ def test_full_system_renders_without_errors(live_server, page, screenshot, demo_
     # One SVG point per node and per switch: 2,688 + 768.
     assert page.locator("#topology-figure .scatterlayer .point").count() == 2688 + 768
     assert page.locator("#topology-figure .annotation").count() == 24
-    assert "2688" in page.locator(".stats").inner_text()
+    assert "2,688" in page.locator(".stats").inner_text()
     screenshot(page, "topology-system")
     assert page.problems.take() == []
 

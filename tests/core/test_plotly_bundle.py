@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, PageProblems
+from tests.browser.conftest import CHROMIUM, PageProblems
 from tests.core.test_compression import BUNDLE, BUNDLE_URL, portal_server  # noqa: F401 (fixture)
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -91,12 +91,10 @@ FIGURE_CHECKS = """async ([figures, url]) => {
 
 
 @pytest.mark.browser
-def test_chromium_draws_each_portal_trace_type_from_plotly_py_json(portal_server):  # noqa: F811
+def test_chromium_draws_each_portal_trace_type_from_plotly_py_json(portal_server, browser):  # noqa: F811
     if not Path(CHROMIUM).exists():
         pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
     import plotly.graph_objects as go
-    from playwright.sync_api import sync_playwright
-
     figures = {
         name: json.loads(figure.to_json())
         for name, figure in {
@@ -108,21 +106,19 @@ def test_chromium_draws_each_portal_trace_type_from_plotly_py_json(portal_server
             "pie": go.Figure(go.Pie(values=[1, 2], labels=["a", "b"])),
         }.items()
     }
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            problems = PageProblems(page)
-            # A portal page, so its Content-Security-Policy (script-src 'self') applies to the bundle.
-            page.goto(f"{portal_server.url}/accounts/login/")
-            with page.expect_response(lambda response: response.url.endswith(BUNDLE_URL)) as loaded:
-                page.add_script_tag(url=f"{portal_server.url}{BUNDLE_URL}")
-            assert loaded.value.status == 200
-            assert loaded.value.headers.get("content-encoding") == "br"
-            result = page.evaluate(FIGURE_CHECKS, [figures, f"{portal_server.url}{BUNDLE_URL}"])
-            assert problems.take() == []
-        finally:
-            browser.close()
+    page = browser.new_page()
+    try:
+        problems = PageProblems(page)
+        # A portal page, so its Content-Security-Policy (script-src 'self') applies to the bundle.
+        page.goto(f"{portal_server.url}/accounts/login/")
+        with page.expect_response(lambda response: response.url.endswith(BUNDLE_URL)) as loaded:
+            page.add_script_tag(url=f"{portal_server.url}{BUNDLE_URL}")
+        assert loaded.value.status == 200
+        assert loaded.value.headers.get("content-encoding") == "br"
+        result = page.evaluate(FIGURE_CHECKS, [figures, f"{portal_server.url}{BUNDLE_URL}"])
+        assert problems.take() == []
+    finally:
+        page.close()
 
     assert result["registered"] == PORTAL_TRACE_TYPES
     assert result["version"] == VERSION.search(BUNDLE.read_bytes()[:500]).group(1).decode()

@@ -73,8 +73,9 @@ def test_job_page_shows_placement_on_the_topology(jobs, client, make_user):
     page = client.get("/jobs/alps/3/").content.decode()
     assert "Allocation on the network" in page and 'aria-label="Placement"' not in page
     assert "<th scope=\"row\">Nodes</th><td class=\"num\">128</td>" in page.replace("\n", "").replace("  ", "")
-    assert "data-auto-refresh" in page  # running: refreshes itself
-    assert "this job&#x27;s nodes" in page or "this job's nodes" in page
+    assert 'data-live="true"' in page and "data-auto-refresh" not in page  # running: updates in place, no reloads
+    figure = client.get("/jobs/alps/3/panels/allocation/map.json").json()  # the map loads after the first paint
+    assert any((trace.get("name") or "").startswith("this job's nodes") for trace in figure["data"])
     pending = client.get("/jobs/alps/4/").content.decode()
     assert "the job has not started" in pending
 

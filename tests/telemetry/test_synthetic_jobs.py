@@ -117,4 +117,4 @@ def test_the_demo_gives_three_jobs_telemetry_and_their_pages_a_heatmap(client, s
     assert 512 * 18 * 170 <= record.samples <= 512 * 18 * 185  # 30 min at 10 s = 180 samples per series
     client.login(username="demo", password="belvedere-demo")
     page = client.get(f"/jobs/alps/{megatron.job_id}/").content.decode()
-    assert 'id="telemetry-figure"' in page and "512 GPUs" in page
+    assert 'id="telemetry-heatmap"' in page and "512 GPUs" in page
