@@ -539,3 +539,29 @@ JOB_PAGE_LIVE_SECONDS = env.int("JOB_PAGE_LIVE_SECONDS", default=30)
 # Job page: the first screen and each panel's HTML are kept this long per job state (panels that version
 # their data, like the saturation product, change at once when it does).
 JOB_PAGE_CACHE_SECONDS = env.int("JOB_PAGE_CACHE_SECONDS", default=15)
+
+# ---------------------------------------------------------------------------------------------
+# Live refresh of job products (see apps/core/README.md, "Refreshing job products")
+# ---------------------------------------------------------------------------------------------
+# Ingestion marks the jobs a batch touches dirty; their products are brought up to date this many
+# seconds later (batches arriving meanwhile are coalesced into the same refresh; one in flight per job).
+JOB_REFRESH_DEBOUNCE_SECONDS = env.float("JOB_REFRESH_DEBOUNCE_SECONDS", default=3.0)
+# A refresh that has not finished after this many seconds is presumed lost (its worker died): the next
+# batch may start another.
+JOB_REFRESH_LOCK_SECONDS = env.int("JOB_REFRESH_LOCK_SECONDS", default=600)
+# Scoring a job from scratch splits it into blocks of this many nodes run in parallel (a Celery chord)
+# when it has at least SATURATION_SPLIT_MIN_NODES nodes; smaller jobs are scored in one task.
+SATURATION_BLOCK_NODES = env.int("SATURATION_BLOCK_NODES", default=128)
+SATURATION_SPLIT_MIN_NODES = env.int("SATURATION_SPLIT_MIN_NODES", default=256)
+
+# ---------------------------------------------------------------------------------------------
+# The living demo (see apps/core/README.md, "The demo feeder")
+# ---------------------------------------------------------------------------------------------
+# With the demo loaded, beat runs the demo feeder every DEMO_FEED_SECONDS: new telemetry for the demo's
+# running jobs and every node, and jobs moving along their timeline. Never set it in production.
+DEMO_FEEDER = env.bool("DEMO_FEEDER", default=False)
+DEMO_FEED_SECONDS = env.float("DEMO_FEED_SECONDS", default=30.0)
+# Demo seconds per real second (1: real time). The integration test runs the demo faster.
+DEMO_CLOCK_SPEED = env.float("DEMO_CLOCK_SPEED", default=1.0)
+if DEMO_FEEDER:
+    CELERY_BEAT_SCHEDULE["core.feed_demo"] = {"task": "core.feed_demo", "schedule": float(DEMO_FEED_SECONDS)}
