@@ -50,3 +50,8 @@ def registered_parts() -> list[DemoPart]:
 
     autodiscover_modules("demo")
     return sorted(_parts.values(), key=lambda part: (part.order, part.name))
+
+
+def feed_demo() -> dict:
+    """One tick of the living demo; implemented with the demo feeder registry (see the README)."""
+    raise NotImplementedError("the demo feeder is being built")

@@ -94,3 +94,11 @@ def sweep_stale_runs_task() -> list[int]:
         run.finish(error=f"no progress since {run.modified:%Y-%m-%d %H:%M:%S} UTC: its worker was lost; ended by the sweeper")
         ended.append(run.pk)
     return ended
+
+
+@shared_task(name="core.feed_demo", **IDEMPOTENT)
+def feed_demo_task() -> dict:
+    """Beat, only with DEMO_FEEDER: one tick of the living demo (each app's registered demo feeder)."""
+    from .demo import feed_demo
+
+    return feed_demo()
