@@ -11,7 +11,13 @@ Per GPU and sample (docs/reference dcgm-saturation.md §6):
 Utilisation (GR engine 1001, or GPU_UTIL 203) says *when* the GPU was busy and stays an
 explanation, as do SM activity, occupancy, the clock factor and throttling: none of them is
 multiplied into S. Ceilings and peaks come from a per-model table (``GpuModel``) that staff can
-override. Plain Python: numpy and pandas, no Django.
+override.
+
+A GPU that reports utilisation only (GPU_UTIL 203, clocks, power, temperature: no profiling fields,
+as on GPUs whose DCGM host engine refuses the profiling counters) has no S. Its job gets a *limited
+score* (``JobSummary.limited``): busy time, clock factor, throttling, energy and idle GPUs, with the
+label ``LIMITED_LABEL`` first and the profiling fields it lacks in ``missing_fields``.
+Plain Python: numpy and pandas, no Django.
 """
 from __future__ import annotations
 
@@ -27,6 +33,11 @@ LINK_LIMITERS = set(LINKS)
 HIGH, LOW = 0.6, 0.3  # bands: S >= 0.6 high, 0.3..0.6 moderate, < 0.3 low
 POWER_BITS, THERMAL_BITS = 0x4 | 0x80, 0x20 | 0x40
 EPSILON = 1e-6
+# DCGM profiling fields (DCGM_FI_PROF_*) the score and its explanations read; 203, 100, 113, 112, 150 and
+# 155 are device fields, which every GPU reports.
+PROFILING_FIELDS = (1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1076, 1078)
+LIMITED_LABEL = "limited: utilisation only"  # the job's first label when no GPU has the fields S needs
+GPU_LIMITED_LABEL = "utilisation only"  # a GPU with utilisation but without the fields S needs
 
 
 @dataclass(frozen=True)
@@ -218,6 +229,7 @@ class GpuSummary:
     clock_factor: float
     throttled: float  # fraction of samples with a power or thermal reason
     labels: list[str]
+    limited: bool = False  # utilisation only: busy, clocks and throttling, no S
 
 
 @dataclass
@@ -237,6 +249,13 @@ class JobSummary:
     energy_low_j: float | None  # energy spent while S < 0.3
     gpus: list[GpuSummary]
     labels: list[str]
+    # What can be said without S (also for scored jobs): means over GPUs of the steady-state means.
+    busy: float = float("nan")  # 0..1: share of the steady state the GPUs were busy (GR engine or GPU_UTIL)
+    clock_factor: float = float("nan")  # SM clock / max SM clock
+    throttled: float = float("nan")  # share of the time with a power-cap or thermal reason
+    limited: bool = False  # no GPU has the profiling fields S needs: a limited score (busy time, clocks, power)
+    limited_gpus: int = 0  # GPUs with utilisation but no S (all of them when ``limited``)
+    missing_fields: tuple = ()  # DCGM profiling fields no GPU of the job reported (as far as the scores tell)
 
     @property
     def limiter_words(self) -> str:
@@ -309,16 +328,24 @@ def summarize(scores: Scores, *, interval_s: float, power_w: np.ndarray | None =
             throttled=float(np.nan_to_num(means["throttled"][row], nan=0.0)), labels=[])
         summary.labels = diagnose(summary.score, summary.limiter, summary.busy, float(means["sm_active"][row]),
                                   float(means["occupancy"][row]), summary.clock_factor, summary.throttled)
+        if np.isfinite(summary.busy) and not np.isfinite(summary.score):
+            # Busy but no S: the GPU reports utilisation only, which is not "no data".
+            summary.limited = True
+            summary.labels = [GPU_LIMITED_LABEL if label == "no data" else label for label in summary.labels]
         gpus.append(summary)
     per_gpu = means["S"]
     active = per_gpu[np.isfinite(per_gpu)]
+    limited_rows = np.array([g.limited for g in gpus], dtype=bool)
+    limited = bool(limited_rows.any()) and not active.size
     job_score = float(np.mean(active)) if active.size else float("nan")
     share = _share(limiter.ravel())
     energy = energy_low = None
     if power_w is not None and np.size(power_w):
         power = np.nan_to_num(np.asarray(power_w, dtype=float)[:, window], nan=0.0)
         energy = float(power.sum() * interval_s)
-        energy_low = float((power * (np.nan_to_num(S, nan=0.0) < LOW)).sum() * interval_s)
+        if not limited:  # without S there is no "energy at low saturation"; GPUs without S are not counted as low
+            low = (np.nan_to_num(S, nan=0.0) < LOW) & ~limited_rows[:, None]
+            energy_low = float((power * low).sum() * interval_s)
 
     def component(name):
         values = means[name]
@@ -331,14 +358,35 @@ def summarize(scores: Scores, *, interval_s: float, power_w: np.ndarray | None =
         limiter=max(share, key=share.get) if share else "", limiter_share=share,
         minimum=float(active.min()) if active.size else float("nan"), maximum=float(active.max()) if active.size else float("nan"),
         imbalance=float((active.max() - active.min()) / job_score) if active.size and job_score > 0 else float("nan"),
-        idle_gpus=idle, window=window, energy_j=energy, energy_low_j=energy_low, gpus=gpus, labels=[])
-    labels = []
+        idle_gpus=idle, window=window, energy_j=energy, energy_low_j=energy_low, gpus=gpus, labels=[],
+        busy=component("busy"), clock_factor=component("clock_factor"), throttled=component("throttled"),
+        limited=limited, limited_gpus=int(limited_rows.sum()), missing_fields=missing_fields(scores))
+    labels = [LIMITED_LABEL] if limited else []
     if idle:
         labels.append(f"{idle} idle GPU{'s' * (idle > 1)}")
+    if job.limited_gpus and not limited:
+        labels.append(f"{job.limited_gpus} GPU{'s' * (job.limited_gpus > 1)} report{'s' * (job.limited_gpus == 1)} "
+                      "utilisation only")
     common = {}
     for g in gpus:
         for label in g.labels:
-            common[label] = common.get(label, 0) + 1
+            if label != GPU_LIMITED_LABEL:  # said once for the job, above
+                common[label] = common.get(label, 0) + 1
     labels += [label for label, count in sorted(common.items(), key=lambda item: -item[1]) if count >= max(1, len(gpus) // 2)]
     job.labels = labels or [band(job_score)]
     return job
+
+
+_FIELD_GROUPS = (((1002,), "sm_active"), ((1003,), "occupancy"), ((1004, 1006, 1007, 1008), "C"), ((1005,), "M"),
+                 ((1009, 1010, 1011, 1012, 1076, 1078), "L"))
+
+
+def missing_fields(scores: Scores) -> tuple[int, ...]:
+    """The DCGM profiling fields that no GPU and sample reported, as far as the scores tell: a pipe,
+    DRAM or link term is missing only when every field behind it is. (Whether busy came from the GR
+    engine, 1001, or from GPU_UTIL, 203, the scores do not keep.)"""
+    missing = []
+    for fields, name in _FIELD_GROUPS:
+        if not np.isfinite(np.asarray(getattr(scores, name), dtype=float)).any():
+            missing.extend(fields)
+    return tuple(sorted(missing))
