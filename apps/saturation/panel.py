@@ -3,11 +3,18 @@
 The shell reads the job's row only (the per-GPU list is cached per scoring); figures load after the
 first paint: the heatmap from the API (compact), the bands and the utilisation scatter from
 ``figures`` below. A job without a score says why.
+
+A job whose GPUs report utilisation only (no DCGM profiling fields: the row's labels start with
+``scoring.LIMITED_LABEL`` and it has no score) gets a *limited score*: busy time is the headline
+instead of S, with clocks, throttling, energy and idle GPUs, what it cannot tell (the limiter) and how
+to enable the profiling fields; its heatmap and bands show busy, clock and power metrics.
 """
 import json
 import re
 from pathlib import Path
 
+import numpy as np
+import plotly.graph_objects as go
 from django.conf import settings
 from django.core.cache import cache
 from django.urls import reverse
@@ -19,6 +26,7 @@ from apps.core.panels import Fact, Finding, PanelSummary
 from .figures import bands, utilisation_vs_saturation
 from .models import JobSaturation, JobSaturationStatusChoices as Status
 from .products import METRICS, SORTS, SaturationCube
+from .scoring import LIMITED_LABEL
 
 LIMITER_WORDS = {"tensor": "tensor cores", "fp64": "FP64 pipes", "fp32": "FP32 pipes", "fp16": "FP16 pipes",
                  "dram": "memory bandwidth (HBM)", "nvlink": "NVLink", "pcie": "PCIe", "c2c": "NVLink-C2C"}
@@ -35,6 +43,14 @@ ACTIONS = {
     "pcie": "Bound by PCIe: data loading or host transfers; pin memory and overlap copies with compute.",
     "c2c": "Bound by the Grace–Hopper link: host offload traffic; keep optimizer states on the GPU if they fit.",
 }
+# A limited score (utilisation only): the heatmap metrics that have data, the first one the default.
+LIMITED_METRICS = ("busy", "clock_factor", "sm_clock", "power", "temperature", "power_capped", "thermal")
+LIMITED_SORTS = tuple(sort for sort in SORTS if sort != "score")  # no score to sort by
+LIMITED_WORDS = "Limited score: these GPUs report utilisation only (no DCGM profiling fields)"
+PROFILING_WORDS = "DCGM profiling fields (DCGM_FI_PROF_*, ids 1001–1012, 1076, 1078)"
+ENABLE_PROFILING = ("Enable the DCGM profiling metrics: run the collector in the job (srun belvedere-collector.py -- your "
+                    "command; deploy/collector/README.md) where DCGM's host engine runs as root, or with --source gpm on "
+                    "Hopper, or ask staff to add the DCGM_FI_PROF_* fields to the site's exporter.")
 
 
 def straggler_links(item: dict, job) -> dict:
@@ -61,6 +77,33 @@ def straggler_links(item: dict, job) -> dict:
 def record_for(job, light: bool = True) -> JobSaturation | None:
     rows = JobSaturation.objects.filter(job=job)
     return (rows.only(*LIGHT_FIELDS) if light else rows).first()
+
+
+def is_limited(record: JobSaturation | None) -> bool:
+    """A ready result without S: its GPUs report utilisation only (rows written before limited scores
+    existed have no label, only the missing score, and are read the same way)."""
+    return (record is not None and record.status == Status.STATUS_READY
+            and (LIMITED_LABEL in (record.labels or []) or record.score is None))
+
+
+def _mean(values) -> float | None:
+    values = [float(v) for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def limited_numbers(gpus: list[dict]) -> dict:
+    """What a limited score says, from the per-GPU list: mean busy fraction over all GPUs and over the
+    working ones (busy at least 5 %), and the working GPUs' clock factor and throttled share (fractions;
+    None when unknown)."""
+    busy = [g.get("busy") for g in gpus if g.get("busy") is not None]
+    working = [g for g in gpus if (g.get("busy") or 0) >= 0.05] or gpus  # idle GPUs drop their clocks: not throttling
+    return {"busy": _mean(busy), "busy_working": _mean(b for b in busy if b >= 0.05),
+            "clock_factor": _mean(g.get("clock_factor") for g in working), "throttled": _mean(g.get("throttled") for g in working),
+            "reporting": len(busy)}
+
+
+def _pct(fraction: float | None) -> str:
+    return "–" if fraction is None else f"{100 * fraction:.0f} %"
 
 
 def version(job) -> str | None:
@@ -111,22 +154,30 @@ def context(job, request) -> dict:
         result["saturation_problem"] = "the saturation product file is missing; it is rebuilt at the next scoring"
         return result
     gpus = per_gpu(job, record)
+    limited = is_limited(record)
     has_ranks = any(g.get("rank") is not None for g in gpus[:64])
-    metric = request.GET.get("smetric") if request.GET.get("smetric") in METRICS else "S"
-    sort = request.GET.get("ssort") if request.GET.get("ssort") in SORTS else ("rank" if has_ranks else "node")
+    metrics = {name: METRICS[name] for name in (LIMITED_METRICS if limited else METRICS)}
+    sorts = LIMITED_SORTS if limited else SORTS
+    metric = request.GET.get("smetric") if request.GET.get("smetric") in metrics else next(iter(metrics))
+    sort = request.GET.get("ssort") if request.GET.get("ssort") in sorts else ("rank" if has_ranks else "node")
     mode = "deviation" if request.GET.get("smode") == "deviation" else "value"
-    table = sorted(gpus, key=lambda g: (not g.get("straggler"), g["score"] is None, g["score"] or 0))
+    if limited:  # stragglers first, then the least busy
+        table = sorted(gpus, key=lambda g: (not g.get("straggler"), g.get("busy") is None, g.get("busy") or 0))
+    else:
+        table = sorted(gpus, key=lambda g: (not g.get("straggler"), g["score"] is None, g["score"] or 0))
     args = [job.cluster.name, job.job_id]
+    energy_low = record.energy_low_j
     result.update(
+        saturation_limited=limited,
         saturation_limiter_words=LIMITER_WORDS.get(record.limiter, record.limiter or "nothing"),
         saturation_metric=metric, saturation_sort=sort, saturation_mode=mode,
-        saturation_metrics=[(name, m.title + (f" ({m.unit})" if m.unit else "")) for name, m in METRICS.items()],
-        saturation_sorts=[(value, SORT_WORDS[value]) for value in SORTS],
+        saturation_metrics=[(name, m.title + (f" ({m.unit})" if m.unit else "")) for name, m in metrics.items()],
+        saturation_sorts=[(value, SORT_WORDS[value]) for value in sorts],
         saturation_table=table[:TABLE_ROWS], saturation_table_more=max(0, len(table) - TABLE_ROWS),
         saturation_gpus=len(gpus),
         saturation_stragglers=[{**item, "links": straggler_links(item, job), "z_words": z_words(item.get("z"))}
                                for item in record.stragglers],
-        saturation_energy_low_share=(100 * record.energy_low_j / record.energy_j) if record.energy_j else None,
+        saturation_energy_low_share=(100 * energy_low / record.energy_j) if record.energy_j and energy_low is not None else None,
         saturation_energy_kwh=(record.energy_j / 3.6e6) if record.energy_j else None,
         saturation_png_name=f"saturation-{job.cluster.name}-{job.job_id}",
         saturation_heatmap_url=reverse("saturation-api:heatmap", args=args),
@@ -134,6 +185,15 @@ def context(job, request) -> dict:
         saturation_figure_url=reverse("jobs:panel-figure", args=[*args, "saturation", "NAME"]),
         saturation_samples_words=count(record.samples, "sample"),
     )
+    if limited:
+        numbers = limited_numbers(gpus)
+        result.update(saturation_limited_words=LIMITED_WORDS, saturation_profiling_words=PROFILING_WORDS,
+                      saturation_enable_profiling=ENABLE_PROFILING,
+                      saturation_busy=_pct(numbers["busy"]), saturation_busy_working=_pct(numbers["busy_working"]),
+                      saturation_clock=_pct(numbers["clock_factor"]), saturation_throttled=_pct(numbers["throttled"]),
+                      saturation_working_gpus=len(gpus) - (record.idle_gpus or 0),
+                      # what else the labels say (idle GPUs, held-down clocks), the limited label and "idle" aside
+                      saturation_limited_labels=[label for label in record.labels or [] if label not in (LIMITED_LABEL, "idle")])
     return result
 
 
@@ -164,10 +224,37 @@ def summary(job) -> PanelSummary | None:
         reason = why_no_score(job, record)
         part.facts.append(Fact("Saturation", "no score", reason, "info", "fact-saturation"))
         return part
+    if is_limited(record):
+        return _limited_summary(job, record, part)
     limiter = LIMITER_WORDS.get(record.limiter, record.limiter or "nothing")
-    freshness = f"scored {clock(record.computed)} ({duration_words(timezone.now() - record.computed)} ago)" if record.computed else ""
-    part.facts.append(Fact("Saturation", f"{record.score:.0f} of 100", f"limited by {limiter}; {freshness}",
+    part.facts.append(Fact("Saturation", f"{record.score:.0f} of 100", f"limited by {limiter}; {_freshness(record)}",
                            "ok" if (record.score or 0) >= 50 else "warning", "fact-saturation"))
+    idle = _common_findings(job, record, part)
+    score = record.score
+    if score is not None and score >= 60 and record.limiter in ACTIONS:
+        # Near a roof: what is left is to make that unit do more per step.
+        part.findings.append(Finding("info", f"Saturation {score:.0f} of 100, limited most of the time by {limiter}.",
+                                     ACTIONS[record.limiter], "#panel-saturation", "saturation"))
+    elif score is not None and score < 30:
+        why = f"{idle:,} idle GPU{'s' * (idle != 1)} pull it down; " if idle else ""
+        part.findings.append(Finding("warning", f"Saturation {score:.0f} of 100: far from every roof "
+                                     f"({why}{', '.join(label for label in record.labels[:2] if 'idle' not in label) or 'no unit is busy'}).",
+                                     "Profile one step (nsys) to see where the time goes: data loading, communication "
+                                     "or small kernels.", "#panel-saturation", "saturation"))
+    elif score is not None:
+        part.findings.append(Finding("info", f"Saturation {score:.0f} of 100: the busiest unit, {limiter}, runs at about "
+                                     f"{score:.0f} % of what it can sustain.",
+                                     "Profile one step (nsys) to see what holds the rest back.", "#panel-saturation",
+                                     "saturation"))
+    return part
+
+
+def _freshness(record: JobSaturation) -> str:
+    return f"scored {clock(record.computed)} ({duration_words(timezone.now() - record.computed)} ago)" if record.computed else ""
+
+
+def _common_findings(job, record: JobSaturation, part: PanelSummary) -> int:
+    """Idle GPUs, stragglers and held-down clocks: said the same with or without S. Returns the idle count."""
     gpus_total = job.gpus or None
     idle = record.idle_gpus or 0
     part.facts.append(Fact("Idle GPUs", f"{idle:,}" + (f" of {gpus_total:,}" if gpus_total else ""),
@@ -189,22 +276,30 @@ def summary(job) -> PanelSummary | None:
         part.findings.append(Finding("warning", f"Clocks held down: {throttled[0]}.",
                                      "Staff: check cooling and power capping on these nodes; the job loses speed it paid for.",
                                      "#panel-saturation", "saturation"))
-    score = record.score
-    if score is not None and score >= 60 and record.limiter in ACTIONS:
-        # Near a roof: what is left is to make that unit do more per step.
-        part.findings.append(Finding("info", f"Saturation {score:.0f} of 100, limited most of the time by {limiter}.",
-                                     ACTIONS[record.limiter], "#panel-saturation", "saturation"))
-    elif score is not None and score < 30:
-        why = f"{idle:,} idle GPU{'s' * (idle != 1)} pull it down; " if idle else ""
-        part.findings.append(Finding("warning", f"Saturation {score:.0f} of 100: far from every roof "
-                                     f"({why}{', '.join(label for label in record.labels[:2] if 'idle' not in label) or 'no unit is busy'}).",
-                                     "Profile one step (nsys) to see where the time goes: data loading, communication "
-                                     "or small kernels.", "#panel-saturation", "saturation"))
-    elif score is not None:
-        part.findings.append(Finding("info", f"Saturation {score:.0f} of 100: the busiest unit, {limiter}, runs at about "
-                                     f"{score:.0f} % of what it can sustain.",
-                                     "Profile one step (nsys) to see what holds the rest back.", "#panel-saturation",
-                                     "saturation"))
+    return idle
+
+
+def _limited_summary(job, record: JobSaturation, part: PanelSummary) -> PanelSummary:
+    """The first screen of a limited score: busy time as the headline, what can be said (clocks, idle GPUs,
+    stragglers on busy, clock, power and temperature), what cannot (the limiter) and how to get S."""
+    numbers = limited_numbers(per_gpu(job, record))
+    busy, working = numbers["busy"], numbers["busy_working"]
+    part.facts.append(Fact("Busy time (limited score)", _pct(busy), f"{LIMITED_WORDS}; {_freshness(record)}".rstrip("; "),
+                           "info", "fact-saturation"))
+    if numbers["clock_factor"] is not None:
+        throttled = numbers["throttled"] or 0.0
+        part.facts.append(Fact("SM clock", f"{_pct(numbers['clock_factor'])} of max",
+                               f"power- or thermal-throttled {_pct(throttled)} of the time",
+                               "warning" if throttled > 0.1 else "ok", "fact-clock"))
+    idle = _common_findings(job, record, part)
+    part.findings.append(Finding(
+        "info", f"{LIMITED_WORDS}: busy {_pct(busy)} of the steady state, but whether compute, memory bandwidth or the "
+                "links limit the job cannot be told without them.", ENABLE_PROFILING, "#saturation-limited", "saturation"))
+    if working is not None and working < 0.5:
+        who = "The working GPUs were" if idle else "The GPUs were"
+        part.findings.append(Finding("warning", f"{who} busy only {_pct(working)} of the steady state: for most of the "
+                                     "time no kernel ran.", "Profile one step (nsys) to see what the GPUs wait for: data "
+                                     "loading, communication or host work.", "#panel-saturation", "saturation"))
     return part
 
 
@@ -217,8 +312,44 @@ def _cube(job, metrics):
 
 
 def bands_figure(job, query) -> dict:
+    if is_limited(record_for(job)):
+        cube, _ = _cube(job, {"busy", "clock_factor", "power_capped", "thermal"})
+        return {} if cube is None else json.loads(limited_bands(cube).to_json())
     cube, _ = _cube(job, {"S", "C", "M", "L"})
     return {} if cube is None else json.loads(bands(cube).to_json())
+
+
+LIMITED_BANDS = {"busy": "#1f4e79", "clock_factor": "#00798c", "power_capped": "#d1495b", "thermal": "#edae49"}
+
+
+def limited_bands(cube: SaturationCube):
+    """The bands of a limited score: median GPU and 10-90 % band of the busy fraction (shown), the clock
+    factor and the time power-capped or in thermal slowdown (in the legend), all fractions 0..1."""
+    figure = go.Figure()
+    times = [str(np.datetime_as_string(t, unit="s")) + "Z" for t in cube.bin_starts]
+    for metric, colour in LIMITED_BANDS.items():
+        values = cube.values.get(metric)
+        if values is None or not np.isfinite(values).any():
+            continue
+        with np.errstate(all="ignore"):
+            low, mid, high = (np.nanpercentile(values.astype(float), q, axis=0) for q in (10, 50, 90))
+        name, visible = METRICS[metric].title, True if metric == "busy" else "legendonly"
+        figure.add_trace(go.Scatter(x=times, y=high.tolist(), line={"width": 1, "dash": "dot", "color": colour}, showlegend=False,
+                                    hoverinfo="skip", legendgroup=metric, visible=visible))
+        figure.add_trace(go.Scatter(x=times, y=low.tolist(), fill="tonexty", line={"width": 1, "dash": "dot", "color": colour},
+                                    legendgroup=metric, name=f"{name}: 10-90 %", visible=visible, hoverinfo="skip", opacity=0.5))
+        figure.add_trace(go.Scatter(x=times, y=mid.tolist(), line={"color": colour, "width": 2}, name=f"{name}: median",
+                                    legendgroup=metric, visible=visible,
+                                    hovertemplate="median %{y:.3f}<extra>" + name + "</extra>"))
+    shapes = []
+    if cube.warmup_end is not None and times and cube.warmup_end > cube.bin_starts[0]:
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": times[0],
+                       "x1": str(np.datetime_as_string(cube.warmup_end, unit="s")) + "Z", "y0": 0, "y1": 1,
+                       "fillcolor": "rgba(120,120,120,0.12)", "line": {"width": 0}})
+    figure.update_layout(margin={"l": 50, "r": 10, "t": 10, "b": 40}, height=320, yaxis={"range": [0, 1.02], "title": "fraction"},
+                         legend={"orientation": "h", "y": -0.2, "font": {"size": 10}, "entrywidth": 0.5, "entrywidthmode": "fraction"},
+                         plot_bgcolor="white", hovermode="x unified", shapes=shapes, template="none")
+    return figure
 
 
 def scatter_figure(job, query) -> dict:
