@@ -46,6 +46,7 @@ ACTIONS = {
 # A limited score (utilisation only): the heatmap metrics that have data, the first one the default.
 LIMITED_METRICS = ("busy", "clock_factor", "sm_clock", "power", "temperature", "power_capped", "thermal")
 LIMITED_SORTS = tuple(sort for sort in SORTS if sort != "score")  # no score to sort by
+LIMITED_BANDS = {"busy": "#1f4e79", "clock_factor": "#00798c"}  # the bands figure's metrics and colours
 LIMITED_WORDS = "Limited score: these GPUs report utilisation only (no DCGM profiling fields)"
 PROFILING_WORDS = "DCGM profiling fields (DCGM_FI_PROF_*, ids 1001–1012, 1076, 1078)"
 ENABLE_PROFILING = ("Enable the DCGM profiling metrics: run the collector in the job (srun belvedere-collector.py -- your "
@@ -313,18 +314,16 @@ def _cube(job, metrics):
 
 def bands_figure(job, query) -> dict:
     if is_limited(record_for(job)):
-        cube, _ = _cube(job, {"busy", "clock_factor", "power_capped", "thermal"})
+        cube, _ = _cube(job, set(LIMITED_BANDS))
         return {} if cube is None else json.loads(limited_bands(cube).to_json())
     cube, _ = _cube(job, {"S", "C", "M", "L"})
     return {} if cube is None else json.loads(bands(cube).to_json())
 
 
-LIMITED_BANDS = {"busy": "#1f4e79", "clock_factor": "#00798c", "power_capped": "#d1495b", "thermal": "#edae49"}
-
 
 def limited_bands(cube: SaturationCube):
-    """The bands of a limited score: median GPU and 10-90 % band of the busy fraction (shown), the clock
-    factor and the time power-capped or in thermal slowdown (in the legend), all fractions 0..1."""
+    """The bands of a limited score: median GPU and 10-90 % band of the busy fraction (shown) and of the SM
+    clock factor (in the legend), both fractions 0..1. (Throttling has its heatmaps.)"""
     figure = go.Figure()
     times = [str(np.datetime_as_string(t, unit="s")) + "Z" for t in cube.bin_starts]
     for metric, colour in LIMITED_BANDS.items():
