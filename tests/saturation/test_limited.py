@@ -6,6 +6,7 @@ DCGM profiling fields the saturation score S needs. Such a job gets what can be 
 clocks, throttling, energy, idle GPUs — labelled as a limited score, on the row, the first screen and
 the panel; a fully profiled job is never labelled limited.
 """
+import io
 import re
 from datetime import timedelta
 
@@ -182,7 +183,7 @@ def test_the_panel_json_endpoints_answer_for_a_limited_score(limited_job, client
     assert median.get("visible", True) is True and all(0 <= y <= 1 for y in median["y"] if y is not None)
     assert client.get("/api/v1/jobs/alps/31/stragglers/").status_code == 200
     table = client.get("/api/v1/jobs/alps/31/saturation/gpus.csv")
-    assert table.status_code == 200 and len(pd.read_csv(__import__("io").BytesIO(table.content))) == 16
+    assert table.status_code == 200 and len(pd.read_csv(io.BytesIO(table.content))) == 16
     assert JobSaturation.objects.get(pk=record.pk).status == "ready"
 
 
