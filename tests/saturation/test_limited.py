@@ -204,3 +204,21 @@ def test_a_fully_profiled_job_page_is_not_labelled_limited(megatron_job, client,
     page = client.get("/jobs/alps/32/").content.decode()
     assert "Limited score" not in page and "Busy time (limited score)" not in page
     assert f'<dd id="saturation-score">{record.score:.0f} ' in page and '<option value="S" selected>' in page
+
+
+def test_the_terminal_report_of_a_limited_score_gives_busy_time_not_a_crash(limited_job):
+    import io
+
+    from django.core.management import call_command
+
+    from apps.saturation.models import JobSaturation
+
+    job = limited_job
+    out = io.StringIO()
+    call_command("job_report", job.cluster.name, str(job.job_id), "--score", stdout=out)
+    text = out.getvalue()
+    record = JobSaturation.objects.get(job=job)
+    busy = [g["busy"] for g in record.per_gpu if g.get("busy") is not None]
+    assert record.score is None and busy
+    assert "Limited score: these GPUs report utilisation only" in text
+    assert f"busy {100 * sum(busy) / len(busy):.0f} % of the time" in text

@@ -34,8 +34,14 @@ class Command(BaseCommand):
         if record is None or record.status != "ready":
             state = record.get_status_display() if record else "not scored yet (run with --score)"
             raise CommandError(f"no saturation result: {state}" + (f": {record.message}" if record and record.message else ""))
-        write(f"Saturation {record.score:.0f}/100, limited by {LIMITER_WORDS.get(record.limiter, record.limiter or 'nothing')}"
-              + (f"; {'; '.join(record.labels)}" if record.labels else ""))
+        if record.score is None:  # a limited score: utilisation only, no profiling fields
+            busy = [g["busy"] for g in record.per_gpu if g.get("busy") is not None]
+            write("Limited score: these GPUs report utilisation only (no DCGM profiling fields); "
+                  + (f"busy {100 * sum(busy) / len(busy):.0f} % of the time" if busy else "no busy time either")
+                  + (f"; {'; '.join(record.labels)}" if record.labels else ""))
+        else:
+            write(f"Saturation {record.score:.0f}/100, limited by {LIMITER_WORDS.get(record.limiter, record.limiter or 'nothing')}"
+                  + (f"; {'; '.join(record.labels)}" if record.labels else ""))
         write(f"  compute {_f(record.compute)}   memory {_f(record.memory)}   links {_f(record.link)}   "
               f"idle GPUs {record.idle_gpus}   imbalance {_f(record.imbalance)}")
         if record.energy_j:
