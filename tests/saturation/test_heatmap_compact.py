@@ -197,3 +197,19 @@ def test_a_4096_gpu_job_answers_with_1024_node_rows_that_keep_the_outlier(db, al
     assert [s["label"] for s in body["separators"]] == [f"stage {s}" for s in range(8)]
     every = json.loads(alice.get(url, {"metric": "sm_clock", "bins": "300", "rows": "gpu"}).content)
     assert len(every["rows"]) == 4096 and every["aggregated_by"] is None
+
+
+def test_a_new_scoring_is_served_at_once_though_the_row_parts_are_kept_per_process(scored, alice):
+    """The compact answer keeps each scoring's per-GPU rows in memory; a newer scoring (new computed time and
+    product) must never be answered with the previous one's rows."""
+    from apps.saturation.models import JobSaturation
+
+    before = alice.get(URL, {"metric": "S", "encoding": "u8", "sort": "rank"}).json()
+    record = JobSaturation.objects.get(pk=scored.pk)
+    record.per_gpu = [{**gpu, "host": f"renamed-{gpu['host']}"} for gpu in record.per_gpu]
+    record.computed = record.computed + timedelta(seconds=1)
+    record.save()
+    after = alice.get(URL, {"metric": "S", "encoding": "u8", "sort": "rank"}).json()
+    hosts_before = [row["host"] for row in before["rows"]]
+    assert set(hosts_before) == set(NODES)
+    assert [row["host"] for row in after["rows"]] == [f"renamed-{host}" for host in hosts_before]
