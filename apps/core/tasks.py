@@ -96,6 +96,20 @@ def sweep_stale_runs_task() -> list[int]:
     return ended
 
 
+@shared_task(name="core.refresh_job", bind=True, **IDEMPOTENT)
+def refresh_job_task(self, job_pk: int, reason: str = "", force: bool = False) -> dict:
+    """Bring every registered product of one job up to date (apps/core/refresh.py registers them, in order).
+
+    Queued by :func:`apps.core.live.mark_jobs_dirty` with a countdown of ``JOB_REFRESH_DEBOUNCE_SECONDS``;
+    at most one runs per job (a lock in the cache), batches that arrive meanwhile queue one follow-up, a
+    refresher that raises is recorded in the TaskRun and the next one still runs. Idempotent: each refresher
+    brings its product to the store's state, so a rerun changes nothing. ``force`` runs even when no batch
+    marked the job (a refresh on request)."""
+    from .live import run_refresh
+
+    return run_refresh(self, job_pk, reason=reason, force=force)
+
+
 @shared_task(name="core.feed_demo", **IDEMPOTENT)
 def feed_demo_task() -> dict:
     """Beat, only with DEMO_FEEDER: one tick of the living demo (each app's registered demo feeder)."""
