@@ -8,6 +8,10 @@ class SaturationConfig(AppConfig):
 
     def ready(self):
         from apps.core.panels import JobPanel, register_job_panel
+        from apps.core.refresh import JobRefresher, register_job_refresher
+
+        # Ingestion refreshes the jobs it touches (apps.core): the saturation product updates incrementally.
+        register_job_refresher(JobRefresher(name="saturation", order=20, refresh="apps.saturation.services.job_saturation_update"))
 
         from . import panel
 

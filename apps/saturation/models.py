@@ -41,6 +41,8 @@ class JobSaturation(models.Model):
     window_start = models.DateTimeField(null=True, blank=True)
     window_end = models.DateTimeField(null=True, blank=True)
     steady_start = models.DateTimeField(null=True, blank=True)
+    scored_until = models.DateTimeField(null=True, blank=True,
+                                        help_text="End of the last scoring bucket holding samples: how far the product reaches.")
     samples = models.PositiveBigIntegerField(default=0, help_text="Raw telemetry samples the score was computed from.")
     per_gpu = models.JSONField(default=list, blank=True)
     stragglers = models.JSONField(default=list, blank=True)

@@ -80,9 +80,12 @@ class SaturationCube:
         return mask
 
     def save(self, path: Path) -> None:
+        """Uncompressed ``.npz`` (a 4,096-GPU, 300-bin product is about 60 MB): zlib took 3.3 s of every save,
+        more than an incremental update may cost, and a page loading one metric now reads its arrays
+        without inflating them. ``load`` reads compressed products written before too."""
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp.npz")
-        np.savez_compressed(temporary, hosts=self.hosts.astype("U"), gpus=self.gpus, bin_seconds=np.array(self.bin_seconds),
+        np.savez(temporary, hosts=self.hosts.astype("U"), gpus=self.gpus, bin_seconds=np.array(self.bin_seconds),
                             bin_starts=self.bin_starts.astype("datetime64[ns]").astype("int64"),
                             warmup_end=np.array(-1 if self.warmup_end is None else self.warmup_end.astype("datetime64[ns]").astype("int64")),
                             steady_end=np.array(-1 if self.steady_end is None else self.steady_end.astype("datetime64[ns]").astype("int64")),
@@ -118,6 +121,7 @@ class Grid:
     values: dict  # field id -> (gpus, times) float64
     step_s: float | None = None  # None: the columns are the samples' own timestamps
     throttle: tuple[np.ndarray, np.ndarray] | None = None  # (power-capped, thermal) share of each cell's samples
+    counts: np.ndarray | None = None  # (times,) raw samples in each column, every field (bucket means by their count)
 
     @property
     def interval_s(self) -> float:
@@ -184,7 +188,8 @@ def to_grid(frame: pd.DataFrame | list[pd.DataFrame], hosts_order: list[str] | N
     with a power-cap and with a thermal reason."""
     parts = [part for part in (frame if isinstance(frame, list) else [frame]) if part is not None and not part.empty]
     if not parts:
-        return Grid(np.array([], dtype=object), np.array([], dtype="int16"), np.array([], dtype="datetime64[ns]"), {}, step_s)
+        return Grid(np.array([], dtype=object), np.array([], dtype="int16"), np.array([], dtype="datetime64[ns]"), {}, step_s,
+                    counts=np.zeros(0))
     rows, hosts, gpus = _rows(parts, hosts_order)
     read = [_columns(part) for part in parts]
     ts, value, weight = (np.concatenate([item[i] for item in read]) for i in range(3))
@@ -204,8 +209,9 @@ def to_grid(frame: pd.DataFrame | list[pd.DataFrame], hosts_order: list[str] | N
     shape = (len(hosts), count)
     cells = rows * count + column
     values, throttle = {}, None
+    counts = np.bincount(column, weights=weight, minlength=count)[:count]
     if not len(field):
-        return Grid(hosts, gpus, times, values, step_s, throttle)
+        return Grid(hosts, gpus, times, values, step_s, throttle, counts)
     order = np.argsort(field, kind="stable")  # one pass to split by field
     for chunk in np.split(order, np.flatnonzero(np.diff(field[order])) + 1):
         field_id = int(field[chunk[0]])
@@ -216,7 +222,7 @@ def to_grid(frame: pd.DataFrame | list[pd.DataFrame], hosts_order: list[str] | N
             throttle = (shares[0], shares[1])
             continue
         values[field_id] = _cell_means(cells[chunk], value[chunk], weight[chunk], shape)
-    return Grid(hosts, gpus, times, values, step_s, throttle)
+    return Grid(hosts, gpus, times, values, step_s, throttle, counts)
 
 
 def _cell_means(cells: np.ndarray, value: np.ndarray, weight: np.ndarray, shape) -> np.ndarray:
@@ -235,11 +241,12 @@ def _bin_edges(count: int, bins: int) -> np.ndarray:
 
 
 def _bin_means(array: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Mean of each column range [edges[i], edges[i+1]) ignoring NaN, for every row."""
+    """Mean of each column range [edges[i], edges[i+1]) ignoring NaN, for every row (summed in float64
+    whatever the array's type, without a float64 copy of it)."""
     valid = np.isfinite(array)
     filled = np.where(valid, array, 0.0)
-    sums = np.add.reduceat(filled, edges[:-1], axis=1)
-    counts = np.add.reduceat(valid.astype(np.int32), edges[:-1], axis=1)
+    sums = np.add.reduceat(filled, edges[:-1], axis=1, dtype=np.float64)
+    counts = np.add.reduceat(valid, edges[:-1], axis=1, dtype=np.int32)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan).astype("float32")
 
@@ -261,16 +268,46 @@ class ScoredJob:
 
 
 _SCORE_ARRAYS = ("S", "C", "M", "L", "busy", "sm_active", "occupancy", "clock_factor", "power_capped", "thermal")
+#: The full-resolution arrays a scoring keeps per GPU and column (a job's *score state*, ``state.py``).
+STATE_ARRAYS = (*_SCORE_ARRAYS, "limiter", *RAW_METRICS)
 
 
-def score_job(frames: Iterable[pd.DataFrame | list[pd.DataFrame]], *, start=None, end=None, step_s: float | None = None,
-              hosts_order: list[str] | None = None, model: GpuModel = DEFAULT_MODEL, bins: int = 300) -> ScoredJob:
-    """Score a job whose samples come as ``frames`` (any split by GPU, e.g. a few nodes each; an item may
-    be a list of parts of the same GPUs).
+def empty_columns(name: str, shape) -> np.ndarray:
+    """What a GPU without samples in a column scores: no limiter (-1), no time throttled (0, as ``score``
+    says of a cell without reasons), NaN for everything else."""
+    if name == "limiter":
+        return np.full(shape, -1, dtype="int8")
+    return np.full(shape, 0.0 if name in ("power_capped", "thermal") else np.nan, dtype="float32")
+
+
+@dataclass
+class ScoredColumns:
+    """Every GPU scored on every column of the grid, before trimming and summaries: what node blocks of a
+    job and incremental updates put together (``finish_scoring`` turns it into a ``ScoredJob``)."""
+
+    hosts: np.ndarray  # (gpus,) in the job's node order, then GPU
+    gpus: np.ndarray
+    times: np.ndarray  # (columns,) datetime64[ns] column starts
+    interval_s: float
+    arrays: dict  # STATE_ARRAYS name -> (gpus, columns): float32, limiter int8
+    counts: np.ndarray  # (columns,) raw samples behind each column
+
+
+def row_order(hosts: np.ndarray, gpus: np.ndarray, hosts_order: list[str] | None) -> np.ndarray:
+    """Indices that put (host, gpu) rows in the job's node order (unknown hosts last, by name), then GPU."""
+    position = {host: i for i, host in enumerate(hosts_order or [])}
+    return np.array(sorted(range(len(hosts)), key=lambda i: (position.get(hosts[i], len(position)), hosts[i], gpus[i])),
+                    dtype=np.int64)
+
+
+def score_columns(frames: Iterable[pd.DataFrame | list[pd.DataFrame]], *, start=None, end=None, step_s: float | None = None,
+                  hosts_order: list[str] | None = None, model: GpuModel = DEFAULT_MODEL) -> ScoredColumns:
+    """Grid and score the job's samples (``frames``: any split by GPU, e.g. a few nodes each; an item may be
+    a list of parts of the same GPUs) on every column between ``start`` and ``end`` — nothing trimmed, so
+    the columns of separately scored windows or node blocks line up and concatenate.
 
     With ``step_s`` every frame lands on the same grid of buckets between ``start`` and ``end``; without
-    it there must be one frame, whose own timestamps are the columns. Columns before the first and
-    after the last bucket holding any sample are dropped (a running job's future, a late collector)."""
+    it there must be one frame, whose own timestamps are the columns."""
     columns = None
     if step_s:
         if start is None or end is None:
@@ -298,17 +335,23 @@ def score_job(frames: Iterable[pd.DataFrame | list[pd.DataFrame]], *, start=None
         raise ValueError("no samples to score")
     hosts = np.concatenate([grid.hosts for grid, _ in parts])
     gpus = np.concatenate([grid.gpus for grid, _ in parts])
-    position = {host: i for i, host in enumerate(hosts_order or [])}
-    order = np.array(sorted(range(len(hosts)), key=lambda i: (position.get(hosts[i], len(position)), hosts[i], gpus[i])), dtype=np.int64)
-    merged = {name: np.concatenate([arrays[name] for _, arrays in parts])[order] for name in parts[0][1]}
-    hosts, gpus, times = hosts[order], gpus[order], parts[0][0].times
+    order = row_order(hosts, gpus, hosts_order)
+    merged = {name: np.concatenate([arrays[name] for _, arrays in parts])[order] for name in STATE_ARRAYS}
+    counts = np.sum([grid.counts for grid, _ in parts], axis=0).round().astype(np.int64)
+    return ScoredColumns(hosts[order], gpus[order], parts[0][0].times, parts[0][0].interval_s, merged, counts)
+
+
+def finish_scoring(columns: ScoredColumns, bins: int = 300) -> ScoredJob:
+    """Trim the columns before the first and after the last holding any sample (a running job's future, a
+    late collector), summarise the steady state and bin the product."""
+    merged, times = columns.arrays, columns.times
     with_data = np.flatnonzero(np.isfinite(merged["S"]).any(axis=0) | np.isfinite(merged["busy"]).any(axis=0))
     if not len(with_data):
         raise ValueError("the samples hold none of the fields the score needs (DCGM profiling or utilisation)")
     keep = slice(int(with_data[0]), int(with_data[-1]) + 1)
     merged = {name: array[:, keep] for name, array in merged.items()}
     times = times[keep]
-    interval = parts[0][0].interval_s
+    interval = columns.interval_s
     scores = Scores(limiter=merged["limiter"].astype(np.int64), **{name: merged[name] for name in _SCORE_ARRAYS})
     raw = {metric: merged[metric] for metric in RAW_METRICS}
     summary = summarize(scores, interval_s=interval, power_w=raw["power"])
@@ -318,11 +361,23 @@ def score_job(frames: Iterable[pd.DataFrame | list[pd.DataFrame]], *, start=None
     metrics = {"S": scores.S, "C": scores.C, "M": scores.M, "L": scores.L, "S_busy": scores.S_busy, "busy": scores.busy,
                "clock_factor": scores.clock_factor, **raw, "power_capped": scores.power_capped, "thermal": scores.thermal}
     cube = SaturationCube(
-        hosts=hosts, gpus=gpus, bin_starts=times[edges[:-1]], bin_seconds=float((edges[1] - edges[0]) * interval),
-        values={name: _bin_means(np.asarray(array, dtype=float), edges) for name, array in metrics.items()},
+        hosts=columns.hosts, gpus=columns.gpus, bin_starts=times[edges[:-1]], bin_seconds=float((edges[1] - edges[0]) * interval),
+        values={name: _bin_means(array, edges) for name, array in metrics.items()},
         warmup_end=times[window.start] if window.start < count else None,
         steady_end=times[window.stop - 1] if window.stop > 0 else None)
-    return ScoredJob(hosts, gpus, times, interval, scores, raw, summary, cube)
+    return ScoredJob(columns.hosts, columns.gpus, times, interval, scores, raw, summary, cube)
+
+
+def score_job(frames: Iterable[pd.DataFrame | list[pd.DataFrame]], *, start=None, end=None, step_s: float | None = None,
+              hosts_order: list[str] | None = None, model: GpuModel = DEFAULT_MODEL, bins: int = 300) -> ScoredJob:
+    """Score a job whose samples come as ``frames`` (any split by GPU, e.g. a few nodes each; an item may
+    be a list of parts of the same GPUs): ``score_columns`` then ``finish_scoring``.
+
+    With ``step_s`` every frame lands on the same grid of buckets between ``start`` and ``end``; without
+    it there must be one frame, whose own timestamps are the columns. Columns before the first and
+    after the last bucket holding any sample are dropped (a running job's future, a late collector)."""
+    return finish_scoring(score_columns(frames, start=start, end=end, step_s=step_s, hosts_order=hosts_order, model=model),
+                          bins=bins)
 
 
 def score_samples(frame: pd.DataFrame, *, hosts_order: list[str] | None = None, model: GpuModel = DEFAULT_MODEL,
