@@ -19,3 +19,8 @@ class TelemetryConfig(AppConfig):
 
         register_job_panel(JobPanel(key="telemetry", title="GPU telemetry", order=20, template="telemetry/_job_section.html",
                                     context=panel.context, summary=panel.summary, version=panel.version))
+
+        from apps.core.refresh import JobRefresher, register_job_refresher
+
+        # Live refresh: the cube first (order 10), so products built on the samples (saturation, 20) follow.
+        register_job_refresher(JobRefresher(name="telemetry", order=10, refresh="apps.telemetry.services.job_telemetry_update"))

@@ -58,6 +58,17 @@ class JobTelemetry(models.Model):
     last_sample = models.DateTimeField(null=True, blank=True)
     gpus_reporting = models.PositiveIntegerField(null=True, blank=True)
     product = models.CharField(max_length=500, blank=True, help_text="Path of the cube, relative to the data folder.")
+    # Written by ingestion when a batch reaches the job (apps/telemetry/services.samples_arrived), never by the
+    # refresh that builds the cube: {source: {"first": ISO time, "last": ISO time}} of the samples each
+    # ingestion source (IngestBatch.source, "dcgm-live") delivered for the job's nodes and run time.
+    sources = models.JSONField(default=dict, blank=True)
+    # The earliest sample that arrived since the cube last read the store: an incremental update re-reads
+    # from its bucket (samples that arrive late land in buckets the cube already holds).
+    pending_from = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        # Ingestion finds the recently ended jobs a batch may still touch through their product's window.
+        indexes = [models.Index(fields=["window_end"], name="telemetry_job_window_end")]
 
     def __str__(self) -> str:
         return f"telemetry of {self.job}: {self.status}"

@@ -1,14 +1,50 @@
-"""Writes of the telemetry app: building a job's data product from the telemetry store."""
+"""Writes of the telemetry app: building a job's data product from the telemetry store, and telling the
+jobs a batch of samples reached that their products are out of date.
+
+Two ways to bring a job's cube up to date:
+
+* :func:`job_telemetry_refresh` — the whole cube from the store (beat's safety net, and whenever the
+  incremental rules below say so);
+* :func:`job_telemetry_update` — the refresher registered with apps.core (``order=10``), run seconds
+  after samples arrive: it reads only the buckets from the last partial one on (and from the earliest
+  late sample, ``pending_from``), appends them to the saved cube and keeps everything before.
+
+Ingestion calls :func:`samples_arrived` after it stored a batch: it finds the running (or just ended)
+jobs whose nodes and run time the batch covers, records the last sample per source on each, and marks
+them dirty (apps.core.live).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from django.conf import settings
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from .backends.base import Query
 from .models import JobTelemetry, JobTelemetryStatusChoices as Status
-from .products import build_cube, choose_step
+from .products import JobCube, align_cube, build_cube, choose_step, extend_saved_cube, node_digest, read_head
 from .store import telemetry_store
+
+logger = logging.getLogger(__name__)
+
+# What the refresh writes; ``sources`` and ``pending_from`` belong to ingestion and are never saved from a
+# record read before the store (that would undo a batch that arrived meanwhile).
+PRODUCT_FIELDS = ["status", "message", "attempts", "updated", "materialized", "window_start", "window_end",
+                  "step_seconds", "gpus", "fields", "samples", "first_sample", "last_sample", "gpus_reporting", "product"]
+# Samples of a job that ended this long ago still refresh its products (collectors flush after the end).
+ENDED_RECENTLY = timedelta(hours=1)
+
+
+def _quiet(done, message=""):
+    return None
 
 
 def as_utc(moment):
@@ -18,8 +54,20 @@ def as_utc(moment):
     return pd.Timestamp(moment).tz_localize("UTC").to_pydatetime()
 
 
+def as_naive64(moment) -> np.datetime64:
+    """An aware datetime as the naive UTC datetime64[ns] cubes hold."""
+    return np.datetime64(pd.Timestamp(moment).tz_convert("UTC").tz_localize(None).to_datetime64(), "ns")
+
+
+def bucket_floor(moment: datetime, step: int) -> datetime:
+    """The start of the epoch-aligned bucket of ``step`` seconds holding ``moment`` (as the stores bucket)."""
+    nanos = pd.Timestamp(moment).value
+    width = int(step) * 1_000_000_000
+    return pd.Timestamp(nanos - nanos % width, tz="UTC").to_pydatetime()
+
+
 def product_path(job) -> Path:
-    return Path(settings.DATA_DIR) / "telemetry-products" / job.cluster.name / f"{job.job_id}.npz"
+    return Path(settings.DATA_DIR) / "telemetry-products" / job.cluster.name / f"{job.job_id}.cube"
 
 
 def has_product(record: JobTelemetry) -> bool:
@@ -35,7 +83,30 @@ def job_window(job):
     return (start, end) if end > start else None
 
 
-def job_telemetry_refresh(job, report=lambda done, message: None) -> JobTelemetry:
+# -- pending_from: late samples ----------------------------------------------------------------------
+
+def _take_pending(record: JobTelemetry):
+    """Clear and return the record's ``pending_from`` (atomically: a batch that lowers it meanwhile wins,
+    and its value is read again). None when nothing is pending."""
+    for _ in range(5):
+        value = JobTelemetry.objects.filter(pk=record.pk).values_list("pending_from", flat=True).first()
+        if value is None:
+            return None
+        if JobTelemetry.objects.filter(pk=record.pk, pending_from=value).update(pending_from=None):
+            return value
+    return None
+
+
+def _give_back_pending(record: JobTelemetry, value) -> None:
+    """A refresh that failed after taking ``pending_from`` puts it back (the earliest of the two wins)."""
+    if value is not None:
+        JobTelemetry.objects.filter(pk=record.pk).update(
+            pending_from=Least(Coalesce(F("pending_from"), Value(value)), Value(value)))
+
+
+# -- the whole cube -----------------------------------------------------------------------------------
+
+def job_telemetry_refresh(job, report=_quiet) -> JobTelemetry:
     """Read the job's nodes over its run time from the telemetry store and save the bucketed cube.
     Idempotent: each run replaces the product. Store errors (TelemetryUnavailable) propagate so the
     task can retry; the record says what happened either way."""
@@ -43,7 +114,7 @@ def job_telemetry_refresh(job, report=lambda done, message: None) -> JobTelemetr
     window = job_window(job)
     if window is None or not job.node_list:
         record.status, record.message = Status.STATUS_WAITING, "the job has not started on any node yet"
-        record.save()
+        record.save(update_fields=PRODUCT_FIELDS)
         return record
     start, end = window
     step = choose_step((end - start).total_seconds())
@@ -55,32 +126,257 @@ def job_telemetry_refresh(job, report=lambda done, message: None) -> JobTelemetr
     else:
         record.status, record.message = Status.STATUS_RUNNING, reading
     record.attempts += 1
-    record.save()
+    record.save(update_fields=PRODUCT_FIELDS)
     report(10, record.message)
-    aggregated = telemetry_store().aggregate(
-        Query(start=start, end=end, cluster=job.cluster.name, hosts=tuple(job.node_list)), step)
-    report(70, f"{len(aggregated):,} buckets read")
-    record.window_start, record.window_end, record.step_seconds = start, end, step
-    if aggregated.empty:
-        record.status = Status.STATUS_EMPTY
-        record.message = "no samples for this job's nodes and run time in the telemetry store"
-        record.gpus, record.fields, record.samples, record.product = 0, [], 0, ""
-        record.first_sample = record.last_sample = None
-        record.gpus_reporting = 0
-        record.materialized = timezone.now()
-        record.save()
-        return record
-    cube = build_cube(aggregated, step, list(job.node_list))
-    path = product_path(job)
-    cube.save(path)
+    pending = _take_pending(record)  # the whole window is read: late samples included
+    try:
+        aggregated = telemetry_store().aggregate(
+            Query(start=start, end=end, cluster=job.cluster.name, hosts=tuple(job.node_list)), step)
+        report(70, f"{len(aggregated):,} buckets read")
+        record.window_start, record.window_end, record.step_seconds = start, end, step
+        if aggregated.empty:
+            record.status = Status.STATUS_EMPTY
+            record.message = "no samples for this job's nodes and run time in the telemetry store"
+            record.gpus, record.fields, record.samples = 0, [], 0
+            record.first_sample = record.last_sample = None
+            record.gpus_reporting = 0
+            record.materialized = timezone.now()
+            _replace_product(record, "")
+            record.save(update_fields=PRODUCT_FIELDS)
+            return record
+        cube = build_cube(aggregated, step, list(job.node_list))
+        path = product_path(job)
+        head = cube.save(path, meta={"nodes": node_digest(job.node_list)})
+    except BaseException:
+        _give_back_pending(record, pending)
+        raise
     record.status, record.message = Status.STATUS_READY, ""
     record.gpus, record.fields = len(cube.gpus), [int(f) for f in cube.fields]
-    record.samples = int(cube.count.sum())
-    first, last, reporting = cube.coverage()
-    record.first_sample, record.last_sample = as_utc(first), as_utc(last)
-    record.gpus_reporting = reporting
-    record.product = str(path.relative_to(settings.DATA_DIR))
+    _record_coverage(record, head)
+    _replace_product(record, str(path.relative_to(settings.DATA_DIR)))
     record.materialized = timezone.now()
-    record.save()
+    record.save(update_fields=PRODUCT_FIELDS)
     report(100, f"{record.samples:,} samples from {record.gpus} GPUs")
     return record
+
+
+def _record_coverage(record: JobTelemetry, head) -> None:
+    record.samples = head.samples
+    first, last, reporting = head.coverage()
+    record.first_sample, record.last_sample = as_utc(first), as_utc(last)
+    record.gpus_reporting = reporting
+
+
+def _replace_product(record: JobTelemetry, product: str) -> None:
+    """Point the record at ``product``; a single-file cube of an older layout it pointed at goes."""
+    previous = record.product
+    record.product = product
+    if previous and previous != product and previous.endswith(".npz"):
+        (Path(settings.DATA_DIR) / previous).unlink(missing_ok=True)
+
+
+# -- the incremental update (the refresher) ------------------------------------------------------------
+
+def _why_rebuild(record: JobTelemetry | None, job, start, step: int) -> tuple[str, object]:
+    """(why the whole cube must be built again, the saved head) — the reason is "" when appending will do."""
+    if record is None or not has_product(record):
+        return "there is no cube yet", None
+    path = Path(settings.DATA_DIR) / record.product
+    if not path.is_dir():
+        return "the cube is in the older single-file layout", None
+    try:
+        head = read_head(path)
+    except (OSError, KeyError, ValueError) as exc:
+        return f"the saved cube cannot be read ({exc})", None
+    if head.step != step:
+        return f"the job ran long enough for {step} s buckets instead of {head.step} s", head
+    if head.meta.get("nodes") != node_digest(job.node_list):
+        return "the job's node list changed", head
+    if record.window_start != start or record.window_end is None:
+        return "the job's start time changed", head
+    return "", head
+
+
+def job_telemetry_update(job, report=_quiet) -> JobTelemetry:
+    """Bring the job's cube up to date with what the store received since it was last read: the buckets
+    from the last partial one (and from the earliest late sample) to now are read, appended and saved; the
+    buckets before stay as saved. The whole cube is built again (:func:`job_telemetry_refresh`) when there
+    is none, when the job's duration calls for another step (:func:`choose_step`), when its node list or
+    start changed, or when the new samples name a GPU or field the cube lacks."""
+    window = job_window(job)
+    record = JobTelemetry.objects.filter(job=job).first()
+    if window is None or not job.node_list:
+        return job_telemetry_refresh(job, report)
+    start, end = window
+    step = choose_step((end - start).total_seconds())
+    reason, head = _why_rebuild(record, job, start, step)
+    if reason:
+        report(0, f"building the whole cube: {reason}")
+        return job_telemetry_refresh(job, report)
+    path = Path(settings.DATA_DIR) / record.product
+    since = bucket_floor(record.window_end, step)
+    pending = _take_pending(record)
+    if pending is not None:
+        since = min(since, bucket_floor(pending, step))
+    read_from = max(start, since)
+    try:
+        if read_from < end:
+            report(10, f"reading {len(job.node_list)} nodes from {read_from:%H:%M:%S} UTC at {step} s buckets")
+            aggregated = telemetry_store().aggregate(
+                Query(start=read_from, end=end, cluster=job.cluster.name, hosts=tuple(job.node_list)), step)
+        else:
+            aggregated = pd.DataFrame()
+        tail = align_cube(aggregated, step, head.hosts, head.gpus, head.fields)
+        if tail is None:
+            _give_back_pending(record, pending)
+            pending = None
+            report(20, "building the whole cube: the new samples name a GPU or field the cube lacks")
+            return job_telemetry_refresh(job, report)
+        report(60, f"{len(aggregated):,} buckets read")
+        saved = extend_saved_cube(path, tail, as_naive64(bucket_floor(read_from, step)))
+    except BaseException:
+        _give_back_pending(record, pending)
+        raise
+    record.window_end, record.step_seconds = end, step
+    record.status, record.message = Status.STATUS_READY, ""
+    record.gpus, record.fields = len(saved.hosts), [int(f) for f in saved.fields]
+    _record_coverage(record, saved)
+    record.materialized = timezone.now()
+    record.save(update_fields=PRODUCT_FIELDS)
+    report(100, f"{int(tail.count.sum()):,} samples from {read_from:%H:%M:%S} UTC appended; {record.samples:,} in all")
+    return record
+
+
+# -- ingestion: which jobs a batch reached --------------------------------------------------------------
+
+RUNNING_STATES = ("RUNNING", "COMPLETING", "SUSPENDED")
+_host_maps: dict[str, tuple[float, dict]] = {}
+_host_maps_lock = threading.Lock()
+
+
+def host_map_seconds() -> float:
+    """How long a process reuses its map of host -> running jobs (default 10 s, ``JOB_REFRESH_HOST_MAP_SECONDS``):
+    a job that starts is found by batches at most this much later."""
+    return float(getattr(settings, "JOB_REFRESH_HOST_MAP_SECONDS", 10.0))
+
+
+def forget_host_maps() -> None:
+    with _host_maps_lock:
+        _host_maps.clear()
+
+
+def _host_map(cluster: str) -> dict[str, list[tuple[int, datetime, datetime | None]]]:
+    """host -> [(job pk, start, end)] of the cluster's running jobs and of those that ended within the last
+    hour (found through their telemetry record's window, an indexed column: the jobs table has no index on
+    end times). Two indexed queries, then kept for :func:`host_map_seconds` in this process."""
+    from apps.jobs.models import Job
+
+    now = time.monotonic()
+    with _host_maps_lock:
+        cached = _host_maps.get(cluster)
+        if cached and cached[0] > now:
+            return cached[1]
+    moment = timezone.now()
+    columns = ("pk", "node_list", "start_time", "end_time")
+    rows = list(Job.objects.filter(cluster__name=cluster, state__in=RUNNING_STATES, start_time__isnull=False)
+                .values_list(*columns))
+    ended = (JobTelemetry.objects.filter(window_end__gte=moment - ENDED_RECENTLY - timedelta(hours=1),
+                                         job__cluster__name=cluster, job__end_time__gte=moment - ENDED_RECENTLY,
+                                         job__start_time__isnull=False)
+             .values_list(*(f"job__{c}" if c != "pk" else "job_id" for c in columns)))
+    seen = {row[0] for row in rows}
+    rows += [row for row in ended if row[0] not in seen]
+    mapping: dict[str, list] = {}
+    for pk, nodes, start, end in rows:
+        for host in nodes or ():
+            mapping.setdefault(str(host), []).append((pk, start, end))
+    with _host_maps_lock:
+        _host_maps[cluster] = (now + host_map_seconds(), mapping)
+    return mapping
+
+
+def jobs_touched(frame: pd.DataFrame) -> dict[int, tuple[datetime, datetime]]:
+    """{job pk: (first, last sample time)} for the jobs whose nodes and run time the canonical ``frame``
+    covers (only the samples inside each job's run time count)."""
+    if frame is None or not len(frame):
+        return {}
+    spans = frame.groupby(["cluster", "host"], observed=True, sort=False)["ts"].agg(["min", "max"])
+    touched: dict[int, tuple[datetime, datetime]] = {}
+    for (cluster, host), low, high in zip(spans.index, spans["min"], spans["max"]):
+        for pk, start, end in _host_map(str(cluster)).get(str(host), ()):
+            if high < start or (end is not None and low > end):
+                continue
+            first, last = low, high
+            if low < start or (end is not None and high > end):  # the host ran something else too: exact times
+                mine = frame["ts"][(frame["cluster"] == cluster) & (frame["host"] == host) & (frame["ts"] >= start)
+                                   & ((frame["ts"] <= end) if end is not None else True)]
+                if mine.empty:
+                    continue
+                first, last = mine.min(), mine.max()
+            first, last = pd.Timestamp(first).to_pydatetime(), pd.Timestamp(last).to_pydatetime()
+            if pk in touched:
+                first, last = min(first, touched[pk][0]), max(last, touched[pk][1])
+            touched[pk] = (first, last)
+    return touched
+
+
+def samples_arrived(frame: pd.DataFrame, source: str) -> list[int]:
+    """After a batch of canonical samples was stored: record on each job it reached the first and last
+    sample per ``source`` (IngestBatch.source, or "dcgm-live"), note the earliest as pending for the
+    incremental update, and mark the jobs dirty so their products refresh within seconds. Returns the pks.
+    Never raises: the samples are stored either way, and beat's refresh catches up."""
+    try:
+        touched = jobs_touched(frame)
+        if not touched:
+            return []
+        _note_sources(touched, source)
+    except Exception:  # noqa: BLE001 - a failure here must not fail the ingestion that already stored
+        logger.exception("could not note the jobs a %s batch reached", source)
+        return []
+    from apps.core.live import mark_jobs_dirty
+
+    return mark_jobs_dirty(touched, reason=f"{source} batch")
+
+
+def _note_sources(touched: dict[int, tuple[datetime, datetime]], source: str) -> None:
+    from apps.jobs.models import Job
+
+    # The host map may be a few seconds old: a job deleted since (a demo reset) is left out.
+    pks = list(Job.objects.filter(pk__in=list(touched)).values_list("pk", flat=True))
+    for gone in set(touched) - set(pks):
+        touched.pop(gone)
+    have = set(JobTelemetry.objects.filter(job_id__in=pks).values_list("job_id", flat=True))
+    if len(have) < len(pks):
+        JobTelemetry.objects.bulk_create(
+            [JobTelemetry(job_id=pk, status=Status.STATUS_RUNNING, message="samples arrived; building the product")
+             for pk in pks if pk not in have], ignore_conflicts=True)
+    by_first: dict[datetime, list[int]] = {}
+    for pk, (first, _) in touched.items():
+        by_first.setdefault(first, []).append(pk)
+    for first, group in by_first.items():  # usually one: a batch's samples start together
+        JobTelemetry.objects.filter(job_id__in=group).update(
+            pending_from=Least(Coalesce(F("pending_from"), Value(first)), Value(first)))
+    # {source: {first, last}}: read, merged and written back per job only when it moves by a second or more
+    # (a thousand nodes of one job posting the same minute write it once, not a thousand times). Two sources
+    # writing the same job at the same instant may lose one update until that source's next batch.
+    for pk, sources in JobTelemetry.objects.filter(job_id__in=pks).values_list("job_id", "sources"):
+        first, last = touched[pk]
+        sources = dict(sources or {})
+        known = sources.get(source) or {}
+        old_first, old_last = _parse(known.get("first")), _parse(known.get("last"))
+        new_first = first if old_first is None else min(first, old_first)
+        new_last = last if old_last is None else max(last, old_last)
+        if old_last is not None and old_first is not None and new_first == old_first \
+                and (new_last - old_last).total_seconds() < 1:
+            continue
+        sources[source] = {"first": new_first.isoformat(), "last": new_last.isoformat()}
+        JobTelemetry.objects.filter(job_id=pk).update(sources=sources)
+
+
+def _parse(text):
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None

@@ -12,16 +12,29 @@ from apps.core.tasks import IDEMPOTENT
 from .backends.base import TelemetryUnavailable
 from .models import JobTelemetry, JobTelemetryStatusChoices as Status
 
+#: The ingestion source of samples read from the nodes' DCGM host engines (as IngestBatch.source for posts).
+LIVE_DCGM_SOURCE = "dcgm-live"
+
 
 @shared_task(name="telemetry.materialize_job", bind=True, autoretry_for=(TelemetryUnavailable,),
              retry_backoff=30, retry_backoff_max=600, retry_jitter=True, max_retries=5, **IDEMPOTENT)
 def materialize_job_task(self, job_pk: int) -> dict:
-    """Build one job's telemetry cube; progress in a TaskRun, state on the job's JobTelemetry."""
+    """Build one job's whole telemetry cube (beat's safety net); progress in a TaskRun, state on the job's
+    JobTelemetry. Holds the job's live-refresh lock (apps/core/live.py) while it runs, and skips the job when
+    a live refresh holds it."""
+    from apps.core.live import job_refresh_lock
     from apps.jobs.models import Job
 
+    job = Job.objects.select_related("cluster").get(pk=job_pk)
+    with job_refresh_lock(job_pk, getattr(self.request, "id", None)) as taken:
+        if not taken:  # the live refresh of this job runs now: it brings the cube up to date
+            return {"job": job_pk, "status": "skipped", "reason": "a live refresh of this job is running"}
+        return _materialize(self, job)
+
+
+def _materialize(self, job) -> dict:
     from .services import has_product, job_telemetry_refresh
 
-    job = Job.objects.select_related("cluster").get(pk=job_pk)
     run = TaskRun.objects.create(name="telemetry.materialize_job", subject=f"job {job.cluster.name}/{job.job_id}")
     run.start("reading telemetry", total=100)
     try:
@@ -40,7 +53,7 @@ def materialize_job_task(self, job_pk: int) -> dict:
         run.finish(error=str(exc)[:400])
         raise
     run.finish()
-    return {"job": job_pk, "status": record.status, "samples": record.samples}
+    return {"job": job.pk, "status": record.status, "samples": record.samples}
 
 
 @shared_task(name="telemetry.materialize_recent_jobs", **IDEMPOTENT)
@@ -100,6 +113,10 @@ def read_dcgm_live_task(job_pk: int) -> dict:
     frame = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
     if frame is not None:
         telemetry_store().write(frame)
+        from .backends.base import canonical
+        from .services import samples_arrived
+
+        samples_arrived(canonical(frame), LIVE_DCGM_SOURCE)
     error = "" if not failures or frame is not None else "; ".join(failures)[:400]
     if failures and frame is not None:
         run.report(len(hosts), f"{len(failures)} node(s) could not be read: " + "; ".join(failures)[:300])

@@ -27,8 +27,8 @@ def test_cube_holds_the_reference_numbers_in_the_jobs_node_order(tmp_path):
     row = aggregated[(aggregated.host == "nid000001") & (aggregated.gpu == 2) & (aggregated.field == 155)].sort_values("bucket")
     assert np.allclose(cube.mean[6, cube.field_index(155), :], row["mean"].to_numpy(), rtol=1e-6)
     assert cube.count[6, 0, :].tolist() == [6] * 10
-    cube.save(tmp_path / "c.npz")
-    again = JobCube.load(tmp_path / "c.npz")
+    cube.save(tmp_path / "c.cube")
+    again = JobCube.load(tmp_path / "c.cube")
     assert np.array_equal(again.mean, cube.mean, equal_nan=True) and list(again.hosts) == list(cube.hosts)
     assert again.buckets[0] == np.datetime64(pd.Timestamp(data.ts.min()).tz_convert(None).floor("60s"))
 
@@ -167,14 +167,23 @@ def test_a_refresh_that_fails_midway_keeps_the_previous_product_on_the_page(job,
 def test_a_cube_loads_one_field_alone_and_older_files_still_load(tmp_path):
     data = synthetic(hosts=("nid000001", "nid000002"), fields=(100, 150, 1002), minutes=10)
     cube = build_cube(aggregate_frame(data, 60), 60, hosts=["nid000001", "nid000002"])
-    cube.save(tmp_path / "c.npz")
-    assert JobCube.fields_in(tmp_path / "c.npz") == [100, 150, 1002]
-    one = JobCube.load(tmp_path / "c.npz", [150])
+    cube.save(tmp_path / "c.cube")
+    assert JobCube.fields_in(tmp_path / "c.cube") == [100, 150, 1002]
+    one = JobCube.load(tmp_path / "c.cube", [150])
     assert list(one.fields) == [150] and one.mean.shape == (8, 1, 10)
     assert np.array_equal(one.mean[:, 0, :], cube.mean[:, cube.field_index(150), :], equal_nan=True)
     assert np.array_equal(one.count[:, 0, :], cube.count[:, cube.field_index(150), :])
-    with np.load(tmp_path / "c.npz") as stored:
+    chunks = sorted(p.name for p in (tmp_path / "c.cube").iterdir() if p.name != "head.npz")
+    assert len(chunks) == 1
+    with np.load(tmp_path / "c.cube" / chunks[0]) as stored:
         assert "f150_mean" in stored.files and "mean" not in stored.files  # one array per field
+    # a product of the single-file layout with one array per field
+    np.savez_compressed(tmp_path / "per-field.npz", hosts=cube.hosts.astype("U"), gpus=cube.gpus, fields=cube.fields,
+                        buckets=cube.buckets.astype("int64"), step=np.array(60),
+                        **{f"f{int(f)}_{name}": getattr(cube, name)[:, i, :] for i, f in enumerate(cube.fields)
+                           for name in ("count", "mean", "min", "max")})
+    assert JobCube.fields_in(tmp_path / "per-field.npz") == [100, 150, 1002]
+    assert np.array_equal(JobCube.load(tmp_path / "per-field.npz", [150]).mean[:, 0, :], one.mean[:, 0, :], equal_nan=True)
     # a product written before the per-field layout
     np.savez_compressed(tmp_path / "old.npz", hosts=cube.hosts.astype("U"), gpus=cube.gpus, fields=cube.fields,
                         buckets=cube.buckets.astype("int64"), step=np.array(60), count=cube.count, mean=cube.mean,

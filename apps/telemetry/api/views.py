@@ -24,6 +24,7 @@ from .. import ingest
 from ..backends.base import DEFAULT_STATS, STATS, Query, TelemetryUnavailable
 from ..fields import field_ids
 from ..models import IngestBatch
+from ..services import samples_arrived
 from ..store import telemetry_store
 from .openapi import IngestResponse, SeriesResponse
 
@@ -106,6 +107,9 @@ def _store_and_record(request, frame, errors, *, source, sender, nbytes, rows):
         hosts=frame["host"].nunique() if len(frame) else 0, accepted=len(frame), rejected=rows - len(frame),
         bytes=nbytes, first_errors=[e for e in errors[:10]],
         created_by=request.user if getattr(request.user, "is_authenticated", False) and token_job(request) is None else None)
+    if len(frame):
+        # The jobs this batch reached refresh their products within seconds (apps/core/live.py).
+        samples_arrived(frame, source)
     body = {"accepted": len(frame), "rejected": rows - len(frame), "batch": batch.pk,
             "errors": errors[:ingest.MAX_REPORTED_ERRORS], "errors_truncated": len(errors) > ingest.MAX_REPORTED_ERRORS}
     if rows and not len(frame):
