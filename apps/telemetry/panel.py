@@ -2,14 +2,19 @@
 
 The panel's shell is cheap (one row); the heatmap and the node table load as JSON from the API
 after the first paint. The summary says the truth about the data: its real first and last sample,
-how many GPUs reported, and whether a running job's samples still arrive.
+how many GPUs reported, and whether a running job's samples still arrive — for the cube the page
+shows and, per ingestion source (collector posts, imports, live DCGM reads), when that source last
+sent a sample for the job's nodes (``JobTelemetry.sources``, written by ingestion).
 """
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
 from apps.core.coverage import LAGGING, NONE, STALE, coverage
-from apps.core.numbers import clock
+from apps.core.numbers import clock, duration_words
 from apps.core.panels import Finding, Freshness, PanelSummary
 
 from .fields import FIELDS, lookup
@@ -20,6 +25,24 @@ SOURCE = "GPU telemetry"
 # The fields offered first in the picker, in this order; the rest follow by id.
 PREFERRED = (1002, 1004, 1005, 150, 100, 155, 1001, 1011, 1012)
 NODE_TABLE_FIELDS = 6  # the node x field table shows the first fields offered (the API gives any)
+# Ingestion sources (IngestBatch.source, and the live DCGM reads) in words.
+SOURCE_LABELS = {"samples": "collector posts", "dcgmi-dmon": "imports of dcgmi dmon output",
+                 "dcgm-exporter": "imports of dcgm-exporter text", "dcgm-live": "live DCGM reads", "demo": "the demo feeder"}
+# A source's samples are recorded as they arrive (no refresh in between): a collector posting every
+# minute stays live; silent for 3 minutes it lags, for 15 it is stale.
+SOURCE_LIVE_SECONDS = 180.0
+SOURCE_STALE_SECONDS = 900.0
+
+
+@dataclass(frozen=True)
+class SourceFreshness:
+    source: str  # the IngestBatch.source value
+    label: str  # in words
+    first: datetime | None
+    last: datetime | None
+    state: str  # apps.core.coverage's words: live, lagging, stale, complete, ends early
+    words: str
+    age: str  # "20 s" since the last sample, while the job runs; "" otherwise
 
 
 def record_for(job) -> JobTelemetry | None:
@@ -35,6 +58,45 @@ def job_coverage(job, record: JobTelemetry | None, now=None):
                     first=record.first_sample if has_data else None, last=record.last_sample if has_data else None,
                     now=now, step_s=step, live_s=refresh + 2 * step + 60, stale_s=refresh + 2 * step + 600,
                     reporting=record.gpus_reporting if has_data else None, expected=job.gpus or None)
+
+
+def _moment(text):
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except (TypeError, ValueError):
+        return None
+
+
+def source_freshness(job, record: JobTelemetry | None, now=None) -> list[SourceFreshness]:
+    """Each ingestion source that sent samples for the job, freshest first, with its state: live, lagging or
+    stale while the job runs (by the age of its last sample), complete or ends early after."""
+    if record is None or not record.sources or job.start_time is None:
+        return []
+    now = now or timezone.now()
+    running = job.is_active and job.end_time is None
+    found = []
+    for source, span in (record.sources or {}).items():
+        span = span if isinstance(span, dict) else {"last": span}
+        first, last = _moment(span.get("first")), _moment(span.get("last"))
+        if last is None:
+            continue
+        label = SOURCE_LABELS.get(source, source)
+        state = coverage(source=f"{SOURCE} from {label}", running=running, start=job.start_time, end=job.end_time,
+                         first=first or last, last=last, now=now, step_s=float(record.step_seconds or 10),
+                         live_s=SOURCE_LIVE_SECONDS, stale_s=SOURCE_STALE_SECONDS)
+        found.append(SourceFreshness(source, label, first, last, state.state, state.words,
+                                     duration_words(now - last) if running else ""))
+    return sorted(found, key=lambda item: item.last, reverse=True)
+
+
+def sources_words(job, record: JobTelemetry | None, sources: list[SourceFreshness]) -> str:
+    """What to say when no source is listed (so the absence is not read as silence that was measured)."""
+    if sources or job.start_time is None:
+        return ""
+    if record is not None and record.status == Status.STATUS_READY:
+        return ("No per-source times for this job: its samples reached the telemetry store without passing the "
+                "portal's ingestion (loaded directly, or before the portal recorded sources).")
+    return "No source (collector, import or live DCGM read) has sent samples for this job's nodes and run time."
 
 
 def version(job) -> str | None:
@@ -53,7 +115,9 @@ def fields_offered(record: JobTelemetry) -> list[dict]:
 
 def context(job, request) -> dict:
     record = record_for(job)
-    result = {"job_telemetry": record, "telemetry_coverage": job_coverage(job, record)}
+    sources = source_freshness(job, record)
+    result = {"job_telemetry": record, "telemetry_coverage": job_coverage(job, record), "telemetry_sources": sources,
+              "telemetry_sources_words": sources_words(job, record, sources)}
     if record is None or record.status != Status.STATUS_READY:
         return result
     offered = fields_offered(record)
@@ -79,6 +143,9 @@ def summary(job) -> PanelSummary | None:
     part = PanelSummary(freshness=[Freshness(SOURCE, record.first_sample if record else None,
                                              record.last_sample if record else None, found.state, found.words,
                                              record.gpus_reporting if record else None, job.gpus or None)])
+    for source in source_freshness(job, record):
+        part.freshness.append(Freshness(f"{SOURCE} from {source.label}", source.first, source.last, source.state,
+                                        source.words))
     if record is not None and record.status == Status.STATUS_FAILED:
         part.findings.append(Finding("warning", f"Reading this job's telemetry failed: {record.message}",
                                      "Staff: check the telemetry store on the Staff page.", "#panel-telemetry", "telemetry"))
