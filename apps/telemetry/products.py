@@ -334,7 +334,8 @@ def align_cube(aggregated: pd.DataFrame, step: int, hosts, gpus, fields) -> JobC
                        dtype=np.int64, count=len(aggregated))
     wanted = aggregated["field"].to_numpy().astype("int64")
     columns = np.searchsorted(fields, wanted)
-    if (rows < 0).any() or (columns >= shape_fields).any() or (fields[np.minimum(columns, shape_fields - 1)] != wanted).any():
+    inside = np.minimum(columns, shape_fields - 1)
+    if (rows < 0).any() or (columns >= shape_fields).any() or (fields[inside] != wanted).any():
         return None
     buckets = pd.DatetimeIndex(pd.to_datetime(aggregated["bucket"]).unique()).sort_values()
     times = buckets.get_indexer(pd.to_datetime(aggregated["bucket"]))

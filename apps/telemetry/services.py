@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from .backends.base import Query
 from .models import JobTelemetry, JobTelemetryStatusChoices as Status
-from .products import JobCube, align_cube, build_cube, choose_step, extend_saved_cube, node_digest, read_head
+from .products import align_cube, build_cube, choose_step, extend_saved_cube, node_digest, read_head
 from .store import telemetry_store
 
 logger = logging.getLogger(__name__)
