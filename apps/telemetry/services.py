@@ -214,7 +214,9 @@ def job_telemetry_update(job, report=_quiet) -> JobTelemetry:
         report(0, f"building the whole cube: {reason}")
         return job_telemetry_refresh(job, report)
     path = Path(settings.DATA_DIR) / record.product
-    since = bucket_floor(record.window_end, step)
+    # The bucket the last read ended in (it was partial then); when the job's end came before that read
+    # (Slurm's end time against our clock), the bucket of the end, so nothing after the end is kept.
+    since = bucket_floor(min(record.window_end, end), step)
     pending = _take_pending(record)
     if pending is not None:
         since = min(since, bucket_floor(pending, step))

@@ -220,3 +220,16 @@ def test_samples_arrived_records_each_source_and_only_the_jobs_it_reached(job, s
     # The refresh never writes what ingestion recorded.
     job_telemetry_update(job)
     assert JobTelemetry.objects.get(job=job).sources == record.sources
+
+
+def test_an_end_reported_before_the_last_read_drops_what_came_after_it(job, store, start):
+    store.write(samples(start, minutes(0), minutes(55)))
+    job_telemetry_refresh(job)  # read up to 50:05
+    job.end_time = start + minutes(48, 30)  # Slurm says it ended earlier than our last read
+    job.save()
+    updated = job_telemetry_update(job)
+    cube = cube_of(job)
+    assert cube.buckets[-1] == np.datetime64((start + minutes(48, 20)).replace(tzinfo=None), "ns")
+    rebuilt = job_telemetry_refresh(job)
+    assert_same_cube(cube, cube_of(job))
+    assert_same_record(updated, rebuilt)
