@@ -356,7 +356,8 @@ def _note_sources(touched: dict[int, tuple[datetime, datetime]], source: str) ->
     for pk, (first, _) in touched.items():
         by_first.setdefault(first, []).append(pk)
     for first, group in by_first.items():  # usually one: a batch's samples start together
-        JobTelemetry.objects.filter(job_id__in=group).update(
+        # Only rows it lowers are written (the nodes of one job post the same minute: one write, not a thousand).
+        JobTelemetry.objects.filter(job_id__in=group).exclude(pending_from__lte=first).update(
             pending_from=Least(Coalesce(F("pending_from"), Value(first)), Value(first)))
     # {source: {first, last}}: read, merged and written back per job only when it moves by a second or more
     # (a thousand nodes of one job posting the same minute write it once, not a thousand times). Two sources
