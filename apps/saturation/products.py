@@ -69,6 +69,9 @@ class SaturationCube:
     values: dict  # metric -> (gpus, bins) float32 means
     warmup_end: np.datetime64 | None  # first sample of the steady state
     steady_end: np.datetime64 | None
+    # Start of the first column that was not final when this was binned (samples may still come for it and
+    # later ones): the bins before it never change, so an update may keep them. None: nothing known.
+    final_until: np.datetime64 | None = None
 
     def steady_columns(self) -> np.ndarray:
         """Boolean per bin: inside the steady-state window."""
@@ -89,6 +92,7 @@ class SaturationCube:
                             bin_starts=self.bin_starts.astype("datetime64[ns]").astype("int64"),
                             warmup_end=np.array(-1 if self.warmup_end is None else self.warmup_end.astype("datetime64[ns]").astype("int64")),
                             steady_end=np.array(-1 if self.steady_end is None else self.steady_end.astype("datetime64[ns]").astype("int64")),
+                            final_until=np.array(-1 if self.final_until is None else self.final_until.astype("datetime64[ns]").astype("int64")),
                             **{f"metric_{name}": array for name, array in self.values.items()})
         temporary.replace(path)  # readers never see half a file
 
@@ -108,7 +112,8 @@ class SaturationCube:
                       if key.startswith("metric_") and (wanted is None or key[len("metric_"):] in wanted)}
             return cls(hosts=data["hosts"].astype(object), gpus=data["gpus"], bin_seconds=float(data["bin_seconds"]),
                        bin_starts=data["bin_starts"].astype("datetime64[ns]"), values=values,
-                       warmup_end=stamp("warmup_end"), steady_end=stamp("steady_end"))
+                       warmup_end=stamp("warmup_end"), steady_end=stamp("steady_end"),
+                       final_until=stamp("final_until") if "final_until" in data.files else None)
 
 
 @dataclass
@@ -341,9 +346,16 @@ def score_columns(frames: Iterable[pd.DataFrame | list[pd.DataFrame]], *, start=
     return ScoredColumns(hosts[order], gpus[order], parts[0][0].times, parts[0][0].interval_s, merged, counts)
 
 
-def finish_scoring(columns: ScoredColumns, bins: int = 300) -> ScoredJob:
+def finish_scoring(columns: ScoredColumns, bins: int = 300, previous: SaturationCube | None = None,
+                   changed_from: int | None = None, final_columns: int | None = None) -> ScoredJob:
     """Trim the columns before the first and after the last holding any sample (a running job's future, a
-    late collector), summarise the steady state and bin the product."""
+    late collector), summarise the steady state and bin the product.
+
+    ``previous`` (the product of the same GPUs before an update) and ``changed_from`` (the first column the
+    update replaced, in ``columns``' coordinates): the bins wholly before that column and before the
+    previous product's own ``final_until`` are taken from it when it was binned on the same edges — the
+    same numbers, without reading the old columns again. ``final_columns``: how many leading columns are
+    final (the product's ``final_until``)."""
     merged, times = columns.arrays, columns.times
     with_data = np.flatnonzero(np.isfinite(merged["S"]).any(axis=0) | np.isfinite(merged["busy"]).any(axis=0))
     if not len(with_data):
@@ -358,14 +370,51 @@ def finish_scoring(columns: ScoredColumns, bins: int = 300) -> ScoredJob:
     count = len(times)
     edges = _bin_edges(count, bins)
     window = summary.window
-    metrics = {"S": scores.S, "C": scores.C, "M": scores.M, "L": scores.L, "S_busy": scores.S_busy, "busy": scores.busy,
-               "clock_factor": scores.clock_factor, **raw, "power_capped": scores.power_capped, "thermal": scores.thermal}
+    reuse = _bins_to_reuse(previous, None if changed_from is None else changed_from - keep.start, columns, times, edges, interval)
+    first = int(edges[reuse])
+
+    def part(array):
+        return array[:, first:] if first else array
+
+    tail = Scores(limiter=part(scores.limiter), **{name: part(getattr(scores, name)) for name in _SCORE_ARRAYS})
+    metrics = {"S": tail.S, "C": tail.C, "M": tail.M, "L": tail.L, "S_busy": tail.S_busy, "busy": tail.busy,
+               "clock_factor": tail.clock_factor, **{name: part(array) for name, array in raw.items()},
+               "power_capped": tail.power_capped, "thermal": tail.thermal}
+    values = {}
+    for name, array in metrics.items():
+        binned = _bin_means(array, edges[reuse:] - first)
+        values[name] = np.concatenate([previous.values[name][:, :reuse], binned], axis=1) if reuse else binned
+    final_until = None
+    if final_columns is not None and len(columns.times):
+        step = np.timedelta64(int(round(interval * 1e9)), "ns")
+        final_until = (columns.times[final_columns] if final_columns < len(columns.times) else columns.times[-1] + step)
     cube = SaturationCube(
         hosts=columns.hosts, gpus=columns.gpus, bin_starts=times[edges[:-1]], bin_seconds=float((edges[1] - edges[0]) * interval),
-        values={name: _bin_means(array, edges) for name, array in metrics.items()},
-        warmup_end=times[window.start] if window.start < count else None,
-        steady_end=times[window.stop - 1] if window.stop > 0 else None)
+        values=values, warmup_end=times[window.start] if window.start < count else None,
+        steady_end=times[window.stop - 1] if window.stop > 0 else None, final_until=final_until)
     return ScoredJob(columns.hosts, columns.gpus, times, interval, scores, raw, summary, cube)
+
+
+def _bins_to_reuse(previous: SaturationCube | None, changed: int | None, columns: ScoredColumns, times: np.ndarray,
+                   edges: np.ndarray, interval: float) -> int:
+    """How many leading bins of ``previous`` hold exactly what binning ``times`` on ``edges`` would: the
+    same GPUs, start and bin width, and wholly before the first changed column ``changed``."""
+    if previous is None or previous.final_until is None or changed is None or len(edges) < 2:
+        return 0
+    changed = min(changed, int(np.searchsorted(times, previous.final_until.astype("datetime64[ns]"))))
+    if changed <= 0:
+        return 0
+    per = int(edges[1] - edges[0])
+    same = (len(previous.bin_starts) and previous.bin_seconds == float(per * interval) and set(METRICS) <= set(previous.values)
+            and len(previous.hosts) == len(columns.hosts)
+            and np.array_equal(np.asarray(previous.hosts).astype(str), np.asarray(columns.hosts).astype(str))
+            and np.array_equal(np.asarray(previous.gpus).astype(np.int64), np.asarray(columns.gpus).astype(np.int64)))
+    if not same:
+        return 0
+    reuse = min(changed // per, len(previous.bin_starts), len(edges) - 2)
+    if reuse <= 0 or not np.array_equal(previous.bin_starts[:reuse].astype("datetime64[ns]"), times[edges[:reuse]].astype("datetime64[ns]")):
+        return 0
+    return int(reuse)
 
 
 def score_job(frames: Iterable[pd.DataFrame | list[pd.DataFrame]], *, start=None, end=None, step_s: float | None = None,

@@ -254,7 +254,13 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
     else:
         remove_state(folder)
     report(75, f"summarising {len(state.hosts):,} GPUs x {state.columns:,} columns")
-    scored = finish_scoring(state.scored())
+    previous = None
+    if from_column and record.product and (Path(settings.DATA_DIR) / record.product).exists():
+        try:
+            previous = SaturationCube.load(Path(settings.DATA_DIR) / record.product)
+        except (OSError, ValueError, KeyError):  # unreadable: bin everything
+            previous = None
+    scored = finish_scoring(state.scored(), previous=previous, changed_from=from_column, final_columns=state.complete)
     report(80, "scored; looking for stragglers")
     summary, cube = scored.summary, scored.cube
     pairs = list(zip(scored.hosts, (int(g) for g in scored.gpus)))
@@ -349,7 +355,10 @@ def job_saturation_update(job, report=lambda done, message: None, *, full: bool 
             elif not fingerprint_equal(meta["fingerprint"], fingerprint):
                 reason = f"{_fingerprint_difference(meta['fingerprint'], fingerprint)} changed"
             else:
-                state = load_state(state_folder(job), upto=int(meta["complete"]))
+                complete = int(meta["complete"])
+                new_columns = max(0, math.ceil((pd.Timestamp(end).value - int(meta["origin_ns"]) - complete * int(round(step * 1e9)))
+                                               / int(round(step * 1e9))))
+                state = load_state(state_folder(job), upto=complete, width=complete + new_columns)
                 if state is None:
                     reason = "the score state is unreadable"
         if window is None or not job.node_list or state is None:

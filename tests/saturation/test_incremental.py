@@ -166,13 +166,13 @@ def test_an_update_rewrites_only_the_chunks_its_columns_fall_in(running_job, rec
     job = running_job
     job_saturation_update(job)
     folder = state_folder(job)
-    chunks = sorted(folder.glob("chunk-*.npz"))
+    chunks = sorted(folder.glob("chunk-*.npy"))
     assert len(chunks) >= 4  # 36 minutes at 10 s, 60 columns a chunk
     stamps = {path.name: path.stat().st_mtime_ns for path in chunks}
     write(recording_store, job.start_time, 30 * 60, 32 * 60)
     job_saturation_update(job)
-    after = {path.name: path.stat().st_mtime_ns for path in sorted(folder.glob("chunk-*.npz"))}
-    assert after["chunk-00000.npz"] == stamps["chunk-00000.npz"] and after["chunk-00001.npz"] == stamps["chunk-00001.npz"]
+    after = {path.name: path.stat().st_mtime_ns for path in sorted(folder.glob("chunk-*.npy"))}
+    assert after["chunk-00000.npy"] == stamps["chunk-00000.npy"] and after["chunk-00001.npy"] == stamps["chunk-00001.npy"]
     assert after[chunks[-1].name] != stamps[chunks[-1].name]
 
 
@@ -213,7 +213,7 @@ def test_a_full_scoring_when_what_it_depends_on_changed(running_job, change):
 def test_an_unreadable_state_is_scored_from_scratch(running_job):
     job = running_job
     job_saturation_update(job)
-    for chunk in state_folder(job).glob("chunk-*.npz"):
+    for chunk in state_folder(job).glob("chunk-*.npy"):
         chunk.write_bytes(b"not a chunk")
     assert job_saturation_update(job).last_read["mode"] == "full"
 
