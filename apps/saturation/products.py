@@ -412,7 +412,8 @@ def _bins_to_reuse(previous: SaturationCube | None, changed: int | None, columns
     if not same:
         return 0
     reuse = min(changed // per, len(previous.bin_starts), len(edges) - 2)
-    if reuse <= 0 or not np.array_equal(previous.bin_starts[:reuse].astype("datetime64[ns]"), times[edges[:reuse]].astype("datetime64[ns]")):
+    starts = previous.bin_starts[:reuse].astype("datetime64[ns]")
+    if reuse <= 0 or not np.array_equal(starts, times[edges[:reuse]].astype("datetime64[ns]")):
         return 0
     return int(reuse)
 

@@ -460,7 +460,7 @@ def score_block(job, scoring_id: str, block: int) -> dict:
     if plan is None:
         return {"block": block, "status": "no plan"}
     path = split_folder(job, scoring_id) / f"block-{block:04d}.npz"
-    if path.exists():
+    if path.is_file():
         return {"block": block, "status": "done before"}
     hosts = plan["hosts"][block * plan["block_nodes"]:(block + 1) * plan["block_nodes"]]
     start, end, step = pd.Timestamp(plan["start"]), pd.Timestamp(plan["end"]), plan["step_s"]

@@ -13,8 +13,8 @@ Storage, in one folder per job: ``state.json`` (the fingerprint and the shape, w
 atomically: it is what makes the rest valid), ``rows.npz`` (hosts and GPUs) and the columns in chunks of
 ``CHUNK_COLUMNS`` (``chunk-00000.npy``, one plain array of every kind, and ``counts-00000.npy``), so an
 update rewrites the one or two chunks its columns fall in and nothing else. Reading the state back is a
-copy out of the page cache (about 0.1 s for 4,096 GPUs × 3 h at 10 s, 260 MB). A state that does not add up (a write killed midway, another format)
-reads as no state: the caller scores from scratch.
+copy out of the page cache (about 0.1 s for 4,096 GPUs × 3 h at 10 s, 260 MB). A state that does not
+add up (a write killed midway, another format) reads as no state: the caller scores from scratch.
 
 Node blocks of a split scoring (``save_columns``/``load_columns``) use one uncompressed file per block.
 
@@ -135,8 +135,8 @@ class ScoreState:
 def _room(array: np.ndarray, first: int, width: int) -> np.ndarray | None:
     """The array ``array`` is the first ``first`` columns of, when that one is ``first + width`` wide."""
     base = array.base
-    if (array.shape[1] == first and isinstance(base, np.ndarray) and base.ndim == 2 and base.shape == (array.shape[0], first + width)
-            and base.dtype == array.dtype and base.flags.c_contiguous and np.shares_memory(base[:, :1], array[:, :1])
+    if (array.shape[1] == first and isinstance(base, np.ndarray) and base.ndim == 2
+            and base.shape == (array.shape[0], first + width) and base.dtype == array.dtype and base.flags.c_contiguous and np.shares_memory(base[:, :1], array[:, :1])
             and (first == 0 or base.__array_interface__["data"][0] == array.__array_interface__["data"][0])):
         return base
     return None
