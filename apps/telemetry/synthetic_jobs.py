@@ -22,7 +22,10 @@ Three profiles, in DCGM's ids and units (ratios 0..1, bytes/s, MHz, W, mJ, °C, 
   power and clocks) for the whole job.
 
 ``job_chunks`` yields canonical frames a few nodes at a time, so the 512-GPU case (about 9 million
-samples) is written without holding it all in memory. Plain Python: no Django.
+samples) is written without holding it all in memory. A window later in a run (``elapsed_before_s``)
+continues the run's phases (checkpoints every 30 minutes of the run) and its energy counter, so the
+living demo can generate a running job tick by tick: with the same hosts the planted problems stay on
+the same GPUs. ``profile_for`` picks the profile a demo job's name suggests. Plain Python: no Django.
 """
 from __future__ import annotations
 
@@ -41,6 +44,10 @@ MAX_SM_CLOCK = 1980.0
 NVLINK_PEAK = 450e9  # bytes/s per direction
 C2C_PEAK = 450e9
 POWER_CAP_BIT, SW_THERMAL_BIT = 0x4, 0x20
+# The energy counter (156) of a window later in a run starts this many W x the seconds before it above
+# the counter's start: the board's ceiling, so the counter never goes back between windows.
+ENERGY_NOMINAL_W = 700.0
+PROFILES = ("megatron", "memory_bound", "idle_gpus")
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,17 @@ class Planted:
 
     def as_dict(self) -> dict:
         return {"throttled": self.throttled, "hot": self.hot, "slow_nic": self.slow_nic}
+
+
+def profile_for(job_name: str) -> str:
+    """The profile a demo job's name suggests: pretraining and profiling runs train like Megatron (no planted
+    problem unless given), fine-tuning and evaluation are memory-bound, data preparation leaves GPUs idle."""
+    name = (job_name or "").lower()
+    if name.startswith(("finetune", "eval")):
+        return "memory_bound"
+    if name.startswith("data-prep"):
+        return "idle_gpus"
+    return "megatron"
 
 
 def default_planted(hosts: list[str]) -> Planted:
@@ -71,6 +89,7 @@ class _Timeline:
     evaluation: np.ndarray
     lockstep: np.ndarray  # shared per-step factor around 1
     extra: dict = field(default_factory=dict)
+    elapsed_before_s: float = 0.0  # seconds of the run before the window
 
 
 def _timeline(duration_s: float, interval_s: float, rng: np.random.Generator, elapsed_before_s: float) -> _Timeline:
@@ -82,7 +101,7 @@ def _timeline(duration_s: float, interval_s: float, rng: np.random.Generator, el
     checkpoint = ~warmup & ~evaluation & ((absolute % 1800) < 90) & (absolute >= 1800)
     train = ~warmup & ~evaluation & ~checkpoint
     lockstep = np.clip(rng.normal(1.0, 0.035, len(seconds)), 0.85, 1.1)
-    return _Timeline(seconds, warmup, train, checkpoint, evaluation, lockstep)
+    return _Timeline(seconds, warmup, train, checkpoint, evaluation, lockstep, elapsed_before_s=float(elapsed_before_s))
 
 
 def _phase(timeline: _Timeline, warmup, train, checkpoint, evaluation) -> np.ndarray:
@@ -136,7 +155,8 @@ def _megatron(hosts, gpus_per_host, timeline, rng, planted: Planted) -> dict[int
     if hot_mask is not None:
         memory_temp[row[planted.hot]] += 3
     return _device_fields(tensor, sm, dram, nvlink, c2c, util, clock, throttle, power, temp, memory_temp,
-                          fb=_phase(timeline, 30000, 74000, 74000, 76000)[None, :] + noise(50), interval=_interval(timeline))
+                          fb=_phase(timeline, 30000, 74000, 74000, 76000)[None, :] + noise(50), interval=_interval(timeline),
+                          elapsed_before_s=timeline.elapsed_before_s)
 
 
 def _memory_bound(hosts, gpus_per_host, timeline, rng) -> dict[int, np.ndarray]:
@@ -150,7 +170,8 @@ def _memory_bound(hosts, gpus_per_host, timeline, rng) -> dict[int, np.ndarray]:
     temp = 32 + 0.055 * power + noise(0.5)
     return _device_fields(tensor, sm, dram, 0.02 * NVLINK_PEAK * busy * (1 + noise(0.05)), 0.01 * C2C_PEAK * (1 + noise(0.1)),
                           98 * busy + noise(0.5), np.full((g, t), MAX_SM_CLOCK * 0.985) + noise(5), np.zeros((g, t)),
-                          power, temp, temp + 8, fb=np.full((g, t), 88000.0) + noise(20), interval=_interval(timeline))
+                          power, temp, temp + 8, fb=np.full((g, t), 88000.0) + noise(20), interval=_interval(timeline),
+                          elapsed_before_s=timeline.elapsed_before_s)
 
 
 def _idle_gpus(hosts, gpus_per_host, timeline, rng) -> dict[int, np.ndarray]:
@@ -166,14 +187,16 @@ def _idle_gpus(hosts, gpus_per_host, timeline, rng) -> dict[int, np.ndarray]:
     temp = 30 + 0.06 * power + noise(0.4)
     return _device_fields(tensor, sm, dram, np.where(working, 0.02, 0.0) * NVLINK_PEAK, np.where(working, 0.01, 0.0) * C2C_PEAK,
                           util, clock, np.where(working, 0, 0x1), power, temp, temp + 5,
-                          fb=np.where(working, 60000.0, 600.0) + np.abs(noise(10)), interval=_interval(timeline))
+                          fb=np.where(working, 60000.0, 600.0) + np.abs(noise(10)), interval=_interval(timeline),
+                          elapsed_before_s=timeline.elapsed_before_s)
 
 
 def _interval(timeline: _Timeline) -> float:
     return float(timeline.seconds[1] - timeline.seconds[0]) if len(timeline.seconds) > 1 else 10.0
 
 
-def _device_fields(tensor, sm, dram, nvlink, c2c, util, clock, throttle, power, temp, memory_temp, *, fb, interval):
+def _device_fields(tensor, sm, dram, nvlink, c2c, util, clock, throttle, power, temp, memory_temp, *, fb, interval,
+                   elapsed_before_s=0.0):
     ratio = lambda a: np.clip(a, 0.0, 1.0)  # noqa: E731
     shape = tensor.shape
     sm, dram, nvlink, c2c, util, clock, throttle, power, temp, memory_temp, fb = (
@@ -181,6 +204,7 @@ def _device_fields(tensor, sm, dram, nvlink, c2c, util, clock, throttle, power, 
                                                                       memory_temp, fb))
     g = shape[0]
     energy_start = np.linspace(4.1e9, 6.3e9, g)[:, None]  # mJ since the driver loaded: differs per GPU
+    energy_start = energy_start + elapsed_before_s * ENERGY_NOMINAL_W * 1000.0
     power = np.clip(power, 60, 700)
     sm = ratio(sm)
     return {
