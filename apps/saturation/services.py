@@ -241,7 +241,7 @@ def _refresh_locked(job, report, task_id: str) -> JobSaturation:
     state = ScoreState.from_columns(scored, fingerprint=score_fingerprint(job, model, step, start), step_s=step,
                                     complete=complete_columns(int(scored.times[0].astype("int64")), step, end))
     record.last_read = {"mode": "full", "start": start, "end": end, "columns": state.columns, "samples": read["samples"]}
-    return _publish(job, record, state, model, start=start, end=end, report=report, task_id=task_id, keep_state=job.end_time is None)
+    return _publish(job, record, state, model, start=start, end=end, report=report, task_id=task_id)
 
 
 def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, start, end, report, task_id: str,
@@ -354,6 +354,8 @@ def job_saturation_update(job, report=lambda done, message: None, *, full: bool 
                 reason = "no score state yet"
             elif not fingerprint_equal(meta["fingerprint"], fingerprint):
                 reason = f"{_fingerprint_difference(meta['fingerprint'], fingerprint)} changed"
+            elif int(meta["origin_ns"]) + int(meta["complete"]) * int(round(step * 1e9)) > pd.Timestamp(end).value:
+                reason = "the job's end moved before the columns already scored"
             else:
                 complete = int(meta["complete"])
                 new_columns = max(0, math.ceil((pd.Timestamp(end).value - int(meta["origin_ns"]) - complete * int(round(step * 1e9)))
@@ -506,10 +508,44 @@ def merge_blocks(job, scoring_id: str, report=lambda done, message: None, task_i
             state = ScoreState.from_columns(scored, fingerprint=plan["fingerprint"], step_s=step,
                                             complete=complete_columns(int(scored.times[0].astype("int64")), step, end))
             record.last_read = {"mode": "split", "start": start, "end": end, "columns": state.columns, "samples": state.samples}
-            result = _publish(job, record, state, _plan_model(plan), start=start, end=end, report=report, task_id=task_id,
-                              keep_state=job.end_time is None)
+            result = _publish(job, record, state, _plan_model(plan), start=start, end=end, report=report, task_id=task_id)
         shutil.rmtree(folder, ignore_errors=True)
         return result
+
+
+def prune_states(*, ended_before, stale_before) -> list[str]:
+    """Remove the score states of jobs that ended before ``ended_before`` (or are gone) and the blocks of
+    split scorings not touched since ``stale_before`` (their merge never came). A state being written is
+    left alone. Returns what was removed, as ``cluster/job_id`` (``+split`` for blocks)."""
+    from apps.jobs.models import Job
+
+    root = Path(settings.DATA_DIR) / "saturation-state"
+    removed = []
+    for cluster_dir in sorted(root.glob("*")) if root.exists() else []:
+        if not cluster_dir.is_dir():
+            continue
+        for folder in sorted(cluster_dir.iterdir()):
+            if not folder.is_dir():
+                continue
+            name, _, split = folder.name.partition(".split-")
+            if not name.isdigit():
+                continue
+            if split:
+                if folder.stat().st_mtime < stale_before.timestamp():
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed.append(f"{cluster_dir.name}/{name}+split")
+                continue
+            job = Job.objects.filter(cluster__name=cluster_dir.name, job_id=int(name)).only("end_time").first()
+            if job is not None and (job.end_time is None or job.end_time >= ended_before):
+                continue
+            try:
+                with locked(cluster_dir / f"{name}.lock", timeout=0):
+                    remove_state(folder)
+            except TimeoutError:
+                continue
+            (cluster_dir / f"{name}.lock").unlink(missing_ok=True)
+            removed.append(f"{cluster_dir.name}/{name}")
+    return removed
 
 
 def stragglers_of(cube: SaturationCube, per_gpu: list[dict]) -> list[dict]:

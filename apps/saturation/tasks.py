@@ -251,6 +251,9 @@ def score_recent_jobs_task() -> list[int]:
         if end_time is not None and made and ends.get(pk) and ends[pk] >= end_time:
             continue
         ids.append(pk)
+    from .services import prune_states
+
+    prune_states(ended_before=recent, stale_before=now - timedelta(seconds=settings.TASK_STALE_SECONDS))
     running = set(Job.objects.filter(pk__in=ids, end_time__isnull=True).values_list("pk", flat=True))
     for job_pk in ids:
         (update_job_task if job_pk in running else score_job_task).delay(job_pk)

@@ -37,6 +37,7 @@ def recording_store(settings, tmp_path):
     settings.TELEMETRY_BACKENDS = {"default": {"BACKEND": "tests.saturation.test_incremental.RecordingBackend",
                                                "OPTIONS": {"path": str(tmp_path / "telemetry")}}}
     settings.SATURATION_REREAD_SECONDS = REREAD
+    settings.DATA_DIR = tmp_path / "var"  # products and score states of this test only
     reset_telemetry_stores()
     RecordingBackend.windows = []
     yield telemetry_store()
@@ -176,7 +177,7 @@ def test_an_update_rewrites_only_the_chunks_its_columns_fall_in(running_job, rec
     assert after[chunks[-1].name] != stamps[chunks[-1].name]
 
 
-@pytest.mark.parametrize("change", ["nothing asked", "layout", "ceilings", "nodes", "start", "step", "no state"])
+@pytest.mark.parametrize("change", ["nothing asked", "layout", "ceilings", "nodes", "start", "step", "no state", "early end"])
 def test_a_full_scoring_when_what_it_depends_on_changed(running_job, change):
     import json
 
@@ -200,6 +201,9 @@ def test_a_full_scoring_when_what_it_depends_on_changed(running_job, change):
         meta = json.loads((folder / "state.json").read_text())
         meta["fingerprint"]["step_s"] = 20.0
         (folder / "state.json").write_text(json.dumps(meta))
+    elif change == "early end":  # Slurm's end time arrives, before the last columns the state holds as final
+        job.state, job.end_time = "COMPLETED", job.start_time + timedelta(minutes=20)
+        job.save()
     elif change == "no state":
         import shutil
 
@@ -207,7 +211,8 @@ def test_a_full_scoring_when_what_it_depends_on_changed(running_job, change):
     record = job_saturation_update(job)
     assert record.last_read["mode"] == ("incremental" if change == "nothing asked" else "full"), change
     assert job_saturation_update(job, full=True).last_read["mode"] == "full"
-    assert load_state(folder) is not None  # a full scoring leaves the state the next update extends
+    if job.end_time is None:
+        assert load_state(folder) is not None  # a full scoring leaves the state the next update extends
 
 
 def test_an_unreadable_state_is_scored_from_scratch(running_job):
@@ -218,13 +223,24 @@ def test_an_unreadable_state_is_scored_from_scratch(running_job):
     assert job_saturation_update(job).last_read["mode"] == "full"
 
 
-def test_a_finished_job_keeps_no_state_after_its_full_scoring(running_job):
+def test_states_of_jobs_that_ended_long_ago_and_forgotten_blocks_are_pruned(running_job, settings):
+    import os
+
+    from apps.saturation.services import prune_states, split_folder
+
     job = running_job
     job_saturation_update(job)
     job.state, job.end_time = "COMPLETED", timezone.now()
     job.save()
-    record = job_saturation_refresh(job)
-    assert record.status == "ready" and not state_folder(job).exists()
+    assert job_saturation_update(job).last_read["mode"] == "incremental"  # late samples after the end: still cheap
+    blocks = split_folder(job, "lost")
+    blocks.mkdir()
+    os.utime(blocks, (0, 0))
+    assert prune_states(ended_before=timezone.now() - timedelta(hours=1), stale_before=timezone.now()) == ["alps/501+split"]
+    assert state_folder(job).exists()
+    assert prune_states(ended_before=timezone.now() + timedelta(seconds=1), stale_before=timezone.now()) == ["alps/501"]
+    assert not state_folder(job).exists()
+    assert job_saturation_update(job).last_read["mode"] == "full"
 
 
 def test_products_written_compressed_before_still_load(tmp_path, running_job):
