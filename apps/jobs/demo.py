@@ -1,15 +1,23 @@
-"""Demo part: two weeks of job history on the demo system, and a 128-node Megatron run going on now.
+"""Demo part: two weeks of job history on the demo system, and a 128-node Megatron run going on now;
+and its feeder: the jobs' timeline while the demo lives.
 
 Everything derives from the demo's seeded RNG; times are relative to when the demo is built, so
 the "running now" job is running whenever the demo is loaded.
+
+The timeline (feeder ``jobs``, see ``apps/core/demo.py``): each running demo job ends at a planned
+moment drawn from its id (within its time limit, and for the jobs running at build time within the
+first ninety minutes of the demo's life at the latest), except the demo user's Megatron run, which
+keeps running. Every ``SLOT_SECONDS`` of demo time a new job may start (drawn from the slot's number:
+the same slot always gives the same job, with job id ``TIMELINE_FIRST_ID + slot``) on free nodes,
+never on the catalogue's silent nodes and within ``MAX_RUNNING_NODES`` running nodes (the feeder's
+budget: every running job's GPUs get profiling telemetry at 10 s). Node states follow.
 """
+import random
 from datetime import timedelta
 
-from django.utils import timezone
+from apps.core.demo import DemoContext, FeedContext, demo_feeder, demo_part
 
-from apps.core.demo import DemoContext, demo_part
-
-from .models import Cluster, Job, JobStep, SyncModeChoices, node_search_text
+from .models import Cluster, Job, JobStateChoices, JobStep, SyncModeChoices, node_search_text
 
 DEMO_CLUSTER = "alps"
 FIRST_JOB_ID = 1_200_000
@@ -27,6 +35,22 @@ JOB_KINDS = [
 MODELS = ["llama3-8b", "llama3-70b", "mixtral-8x7b", "gpt-1.3b", "gpt-13b", "vit-h", "climax", "esm2", "aurora-wx", "swiss-llm-8b"]
 FINAL_STATES = [("COMPLETED", 0.66), ("FAILED", 0.13), ("CANCELLED", 0.11), ("TIMEOUT", 0.06), ("OUT_OF_MEMORY", 0.02), ("NODE_FAIL", 0.02)]
 ENVIRONMENTS = ["pytorch-24.10", "megatron-lm-core", "jax-0.4", "ngc-pytorch-25.01"]
+MEGATRON_NAME = "megatron-gpt-175b-pretrain"
+
+# The timeline
+TIMELINE_FIRST_ID = 1_300_000
+SLOT_SECONDS = 300
+START_CHANCE = 0.8
+MAX_RUNNING_NODES = 480
+TIMELINE_KINDS = [  # as JOB_KINDS, smaller: the feeder's budget goes to the jobs already running
+    ("pretrain-{model}", [8, 16, 32], 0.2),
+    ("finetune-{model}", [1, 2, 4, 8], 0.35),
+    ("eval-{model}", [1, 1, 2], 0.2),
+    ("data-prep-{shard}", [1, 2], 0.15),
+    ("profile-nsys-{model}", [1, 2, 4], 0.10),
+]
+TIMELINE_LIMITS = [30, 60, 90, 120]  # minutes: a timeline job ends within the hour or two it is watched
+DEMO_USER_SHARE = 0.2  # the demo researcher sees new jobs of their own
 
 
 def reset() -> None:
@@ -71,7 +95,7 @@ def build(context: DemoContext) -> dict:
         context.say("  jobs         skipped: needs the accounts and topology parts")
         return {}
     cluster = Cluster.objects.create(name=DEMO_CLUSTER, title="[demo] Alps GH200 partition", sync_mode=SyncModeChoices.MODE_PUSH)
-    now = timezone.now().replace(microsecond=0)
+    now = context.now
     jobs, steps = [], []
     job_id = FIRST_JOB_ID
     all_nodes = set(hostnames)
@@ -145,7 +169,7 @@ def build(context: DemoContext) -> dict:
                "--pipeline-model-parallel-size 8 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 "
                "--micro-batch-size 1 --global-batch-size 1536 --seq-length 4096 --bf16")
     jobs.append(Job(
-        cluster=cluster, job_id=job_id, name="megatron-gpt-175b-pretrain", user_name=megatron_user, account=megatron_account,
+        cluster=cluster, job_id=job_id, name=MEGATRON_NAME, user_name=megatron_user, account=megatron_account,
         partition="normal", qos="normal", state="RUNNING", submit_time=start - timedelta(minutes=47), start_time=start,
         time_limit_minutes=24 * 60, nodes=_hostlist(nodes), node_list=nodes, node_search=node_search_text(nodes),
         node_count=len(nodes), tasks=len(nodes) * 4, gpus=len(nodes) * 4, working_directory=f"/capstor/scratch/cscs/{megatron_user}/gpt-175b",
@@ -165,7 +189,117 @@ def build(context: DemoContext) -> dict:
     from apps.topology.models import Node, NodeStateChoices
 
     Node.objects.filter(hostname__in=busy_now, state=NodeStateChoices.STATE_IDLE).update(state=NodeStateChoices.STATE_ALLOCATED)
+    context.feed_memory["keep_running"] = [pks[context.shared["megatron_job"][1]]]
+    context.feed_memory["users"] = users
+    context.feed_memory["accounts"] = {user: sorted(memberships.get(user) or ["a-eval12"]) for user in users}
     states = {}
     for job in jobs:
         states[job.state] = states.get(job.state, 0) + 1
     return {"jobs": len(jobs), **{state.lower(): count for state, count in sorted(states.items())}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The timeline while the demo lives
+
+
+def planned_end(job: Job, origin, seed: int):
+    """When a running demo job ends: drawn from its id, within its time limit; a job that would have ended
+    before the demo was built ends in the demo's first ninety minutes instead. (end, final state)."""
+    rng = random.Random(f"{seed}:end:{job.job_id}")
+    limit = job.time_limit_minutes or 60
+    share = rng.uniform(0.35, 1.05)
+    if share >= 1.0:
+        end, state = job.start_time + timedelta(minutes=limit), JobStateChoices.TIMEOUT
+    else:
+        end = job.start_time + timedelta(minutes=limit * share)
+        state = JobStateChoices.FAILED if rng.random() < 0.08 else JobStateChoices.COMPLETED
+    if end <= origin:
+        end = origin + timedelta(minutes=rng.uniform(3, 90))
+    return end.replace(microsecond=0), state
+
+
+def _end_jobs(context: FeedContext, cluster: Cluster) -> tuple[list[int], set[str]]:
+    keep = set(context.memory.get("keep_running") or [])
+    ended, freed = [], set()
+    for job in Job.objects.filter(cluster=cluster, source="demo", state=JobStateChoices.RUNNING).exclude(pk__in=keep):
+        end, state = planned_end(job, context.origin, context.seed)
+        if end > context.end:
+            continue
+        job.state, job.end_time = state, end
+        job.exit_code = {JobStateChoices.COMPLETED: 0, JobStateChoices.FAILED: 1}.get(state)
+        job.save(update_fields=["state", "end_time", "exit_code", "modified"])
+        JobStep.objects.filter(job=job, end_time=None).update(end_time=end, state=state)
+        ended.append(job.pk)
+        freed.update(job.node_list or [])
+    return ended, freed
+
+
+def _start_jobs(context: FeedContext, cluster: Cluster) -> tuple[list[int], set[str]]:
+    from apps.topology.models import Node, NodeStateChoices
+
+    first = int((context.start - context.origin).total_seconds() // SLOT_SECONDS) + 1
+    last = int((context.end - context.origin).total_seconds() // SLOT_SECONDS)
+    if last < first:
+        return [], set()
+    running = Job.objects.filter(cluster=cluster, state=JobStateChoices.RUNNING)
+    busy = {host for nodes in running.values_list("node_list", flat=True) for host in nodes or []}
+    silent = set(context.memory.get("silent_nodes") or [])
+    hostnames = sorted(Node.objects.values_list("hostname", flat=True))
+    free = set(Node.objects.filter(state=NodeStateChoices.STATE_IDLE).values_list("hostname", flat=True)) - busy - silent
+    users = context.memory.get("users") or ["demo"]
+    accounts = context.memory.get("accounts") or {}
+    started, taken = [], set()
+    existing = set(Job.objects.filter(cluster=cluster, job_id__gte=TIMELINE_FIRST_ID + first,
+                                      job_id__lte=TIMELINE_FIRST_ID + last).values_list("job_id", flat=True))
+    for slot in range(max(first, 1), last + 1):
+        job_id = TIMELINE_FIRST_ID + slot
+        rng = random.Random(f"{context.seed}:slot:{slot}")
+        if job_id in existing or rng.random() > START_CHANCE:
+            continue
+        kind = _weighted(rng, [(k, k[2]) for k in TIMELINE_KINDS])
+        name = kind[0].format(model=rng.choice(MODELS), shard=rng.randrange(1000))
+        user = "demo" if "demo" in users and rng.random() < DEMO_USER_SHARE else rng.choice(users)
+        count = rng.choice(kind[1])
+        if len(busy) + count > MAX_RUNNING_NODES or len(free) < count * 4:
+            continue  # the machine (or the feeder's budget) is full: this slot's job does not start
+        nodes = _allocate(rng, hostnames, free, count)
+        start = context.origin + timedelta(seconds=slot * SLOT_SECONDS)
+        limit = rng.choice(TIMELINE_LIMITS)
+        environment = rng.choice(ENVIRONMENTS)
+        account = rng.choice(accounts.get(user) or ["a-eval12"])
+        job = Job.objects.create(
+            cluster=cluster, job_id=job_id, name=name, user_name=user, account=account, partition="normal", qos="normal",
+            state=JobStateChoices.RUNNING, submit_time=start - timedelta(minutes=int(rng.expovariate(1 / 10))),
+            start_time=start, time_limit_minutes=limit, nodes=_hostlist(nodes), node_list=nodes, node_search=node_search_text(nodes),
+            node_count=count, tasks=count * 4, gpus=count * 4, working_directory=f"/capstor/scratch/cscs/{user}/{name}",
+            environment=environment, command=f"sbatch --nodes={count} --environment={environment} {name}.sbatch", source="demo")
+        JobStep.objects.bulk_create([
+            JobStep(job=job, step_id="batch", start_time=start, state="RUNNING", nodes=_hostlist(nodes[:1]), tasks=1),
+            JobStep(job=job, step_id="0", start_time=start + timedelta(seconds=40), state="RUNNING", nodes=_hostlist(nodes),
+                    tasks=count * 4)])
+        started.append(job.pk)
+        busy.update(nodes)
+        free.difference_update(nodes)
+        taken.update(nodes)
+    return started, taken
+
+
+@demo_feeder("jobs", order=30)
+def feed(context: FeedContext) -> dict:
+    """Running jobs whose planned end falls in the span end; new ones start in the span's slots."""
+    from apps.topology.models import Node, NodeStateChoices
+
+    cluster = Cluster.objects.filter(name=DEMO_CLUSTER, title__startswith="[demo]").first()
+    if cluster is None:
+        return {"skipped": "no demo cluster"}
+    ended, freed = _end_jobs(context, cluster)
+    started, taken = _start_jobs(context, cluster)
+    still = {host for nodes in Job.objects.filter(cluster=cluster, state=JobStateChoices.RUNNING)
+             .values_list("node_list", flat=True) for host in nodes or []}
+    released = freed - still
+    if released:
+        Node.objects.filter(hostname__in=released, state=NodeStateChoices.STATE_ALLOCATED).update(state=NodeStateChoices.STATE_IDLE)
+    if taken:
+        Node.objects.filter(hostname__in=taken, state=NodeStateChoices.STATE_IDLE).update(state=NodeStateChoices.STATE_ALLOCATED)
+    context.shared["jobs_ended"], context.shared["jobs_started"] = ended, started
+    return {"ended": len(ended), "started": len(started), "running": Job.objects.filter(cluster=cluster, state="RUNNING").count()}

@@ -1,22 +1,49 @@
-"""Demo part: synthetic GPU telemetry for three demo jobs, scored, and their job pages ready to show it.
+"""Demo part: synthetic GPU telemetry for the demo's jobs, the scores of the ones people look at first, and
+its feeder: the running jobs' GPUs keep sending while the demo lives.
 
-* the running 128-node Megatron job: its last three hours at 10 s (``DEMO_TELEMETRY_HOURS``), with a power-throttled GPU (the
-  straggler), a hot GPU and a node with a degraded NIC planted (see ``synthetic_jobs``);
-* a finished multi-node job that is memory-bound;
-* a finished job that left three of every four GPUs idle.
+At build time (``context.now``):
+
+* the running 128-node Megatron job: its last three hours at 10 s (``DEMO_TELEMETRY_HOURS``), with a
+  power-throttled GPU (the straggler), a hot GPU and a node with a degraded NIC planted (see
+  ``synthetic_jobs``);
+* a finished multi-node job that is memory-bound, and a finished job that left three of every four
+  GPUs idle;
+* every other running job: its last few minutes at 10 s (``recent_minutes()``), so the first scoring
+  finds the fields it needs (before that, the fleet stream of the catalogue part has their nodes' power);
+* the demo user's jobs (all of them: their own finished jobs are the first thing they open) and every
+  job that ended in the last ``TELEMETRY_RECENT_HOURS`` (beat scores those once): their whole run, one
+  sample per bucket of the job's heatmap before the fleet window (``history_points()`` per GPU at most:
+  all of the heatmap's 240 at the default ``DEMO_TELEMETRY_HOURS``, fewer in the tests' smaller demo),
+  at least every minute inside it (the catalogue's gap checks look there) and every 10 s for a running
+  job's recent minutes;
+* the Megatron job, the two profile jobs and the demo user's jobs are materialised and scored now; beat
+  scores the rest.
+
+Each job's profile follows its name (``synthetic_jobs.profile_for``). What was written where goes to
+``context.shared["telemetry_windows"]`` so the catalogue's fleet stream leaves those node-minutes alone.
+
+The feeder (``telemetry``, after the jobs' timeline): every demo job running during the span gets its
+span at 10 s with its profile, continuing its run's phases (same hosts: the Megatron job's planted
+problems stay on the same GPUs); a job that ended or started inside the span gets its part of it.
 """
+import math
 from datetime import timedelta
 
+import pandas as pd
 from django.conf import settings
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
-from apps.core.demo import DemoContext, demo_part
+from apps.core.demo import DemoContext, FeedContext, demo_feeder, demo_part
 
 from .backends.base import Query, TelemetryUnavailable
-from .synthetic_jobs import default_planted, job_chunks, window_of_run
+from .products import MAX_BUCKETS, choose_step
+from .synthetic_jobs import Planted, default_planted, job_chunks, profile_for, window_of_run
 
 DEMO_CLUSTER = "alps"
+DEMO_USER = "demo"
+FLEET_INTERVAL = 60
+JOB_INTERVAL = 10
 
 
 def _store():
@@ -39,7 +66,55 @@ def _finished_jobs(exclude: set[int]):
     return (Job.objects.filter(cluster__name=DEMO_CLUSTER, state="COMPLETED", node_count__gte=2, node_count__lte=16,
                                end_time__gte=F("start_time") + timedelta(minutes=40),
                                end_time__lte=F("start_time") + timedelta(hours=4))
-            .exclude(pk__in=exclude).order_by("user_name", "job_id"))
+            .exclude(pk__in=exclude).exclude(user_name=DEMO_USER).order_by("user_name", "job_id"))
+
+
+def _job_seed(seed: int, job_id: int, moment) -> int:
+    """One generator per job and window start: the same window always gives the same samples."""
+    return (seed * 1_000_003 + int(job_id)) * 1_000_033 + int(moment.timestamp())
+
+
+def _aligned(moment, step: int):
+    """The first moment at or after ``moment`` on the epoch-aligned grid of ``step`` seconds."""
+    seconds = math.ceil(moment.timestamp() / step) * step
+    return moment + timedelta(seconds=seconds - moment.timestamp())
+
+
+def _segment(job, profile: str, start, end, interval: int, seed: int, planted: Planted):
+    """The job's samples in [start, end) at ``interval`` s on the epoch grid, its run's phases continued."""
+    first = _aligned(max(start, job.start_time), interval)
+    if first >= end:
+        return
+    duration = (end - first).total_seconds()
+    yield from job_chunks(profile, list(job.node_list), first, duration, interval_s=float(interval), cluster=DEMO_CLUSTER,
+                          seed=_job_seed(seed, job.job_id, first), planted=planted,
+                          elapsed_before_s=(first - job.start_time).total_seconds(), hosts_per_chunk=64)
+
+
+def history_points() -> int:
+    """Samples per GPU of a job's history before the fleet window: one per bucket of its heatmap with the
+    default three hours of DEMO_TELEMETRY_HOURS, fewer when the demo is made smaller (the tests)."""
+    return int(min(MAX_BUCKETS, max(12, 80 * settings.DEMO_TELEMETRY_HOURS)))
+
+
+def recent_minutes() -> float:
+    """The minutes at 10 s a running job has at build time (10 by default, fewer in a smaller demo)."""
+    return min(10.0, max(2.0, 20 * settings.DEMO_TELEMETRY_HOURS))
+
+
+def _history(job, now, fleet_start, seed: int):
+    """A job's whole run (up to ``now`` while it runs): coarse before the fleet window, a minute apart inside
+    it, 10 s for a running job's last minutes."""
+    end = job.end_time or now
+    start = job.start_time
+    coarse = max(JOB_INTERVAL, choose_step((end - start).total_seconds(), max_buckets=history_points()))
+    recent = now - timedelta(minutes=recent_minutes()) if job.end_time is None else end
+    cuts = [(start, coarse), (max(start, min(fleet_start, recent)), min(coarse, FLEET_INTERVAL)),
+            (max(start, recent), JOB_INTERVAL), (end, None)]
+    profile, planted = profile_for(job.name), Planted()
+    for (lo, interval), (hi, _next) in zip(cuts, cuts[1:]):
+        if hi > lo:
+            yield from _segment(job, profile, lo, hi, interval, seed, planted)
 
 
 @demo_part("telemetry", order=60, reset=reset)
@@ -57,7 +132,9 @@ def build(context: DemoContext) -> dict:
     except TelemetryUnavailable as exc:
         context.say(f"  telemetry    skipped: {exc}")
         return {}
-    now = timezone.now().replace(microsecond=0)
+    now = context.now
+    fleet_start = now - timedelta(minutes=max(60, int(settings.DEMO_FLEET_HOURS * 60)))
+    windows = context.shared.setdefault("telemetry_windows", [])
     megatron = Job.objects.get(cluster__name=key[0], job_id=key[1])
     start, duration, before = window_of_run(megatron.start_time, now, hours=settings.DEMO_TELEMETRY_HOURS)
     planted = default_planted(list(megatron.node_list))
@@ -65,7 +142,8 @@ def build(context: DemoContext) -> dict:
     for chunk in job_chunks("megatron", list(megatron.node_list), start, duration, seed=context.seed, planted=planted,
                             elapsed_before_s=before, cluster=DEMO_CLUSTER):
         samples += store.write(chunk)
-    jobs = [megatron]
+    windows.append((list(megatron.node_list), start, now))
+    scored = [megatron]
     used = {megatron.pk}
     for profile in ("memory_bound", "idle_gpus"):
         job = _finished_jobs(used).first()
@@ -76,12 +154,89 @@ def build(context: DemoContext) -> dict:
         for chunk in job_chunks(profile, list(job.node_list), job.start_time, duration, seed=context.seed + len(used),
                                 cluster=DEMO_CLUSTER):
             samples += store.write(chunk)
-        jobs.append(job)
+        windows.append((list(job.node_list), job.start_time, job.start_time + timedelta(seconds=duration)))
+        scored.append(job)
         context.shared[f"telemetry_{profile}_job"] = (job.cluster.name, job.job_id)
+    # The demo user's own jobs, the jobs beat will score (running, or ended within TELEMETRY_RECENT_HOURS),
+    # whole runs; everybody else's running jobs, their recent minutes.
+    recent = now - timedelta(hours=settings.TELEMETRY_RECENT_HOURS)
+    histories = (Job.objects.filter(cluster__name=DEMO_CLUSTER, start_time__isnull=False, start_time__lt=now)
+                 .filter(Q(user_name=DEMO_USER) | Q(end_time__gte=recent)).exclude(pk__in=used).order_by("job_id"))
+    batch = []
+    for job in histories:
+        if not job.node_list:
+            continue
+        used.add(job.pk)
+        batch.extend(_history(job, now, fleet_start, context.seed))
+        windows.append((list(job.node_list), job.start_time, job.end_time or now))
+        if job.user_name == DEMO_USER:
+            scored.append(job)
+        if sum(len(frame) for frame in batch) > 500_000:
+            samples += store.write(pd.concat(batch, ignore_index=True))
+            batch = []
+    recent_start = now - timedelta(minutes=recent_minutes())
+    for job in (Job.objects.filter(cluster__name=DEMO_CLUSTER, state="RUNNING", start_time__lt=now)
+                .exclude(pk__in=used).order_by("job_id")):
+        if not job.node_list:
+            continue
+        batch.extend(_segment(job, profile_for(job.name), recent_start, now, JOB_INTERVAL, context.seed, Planted()))
+        windows.append((list(job.node_list), max(job.start_time, recent_start), now))
+        if sum(len(frame) for frame in batch) > 500_000:
+            samples += store.write(pd.concat(batch, ignore_index=True))
+            batch = []
+    if batch:
+        samples += store.write(pd.concat(batch, ignore_index=True))
     from apps.saturation.services import job_saturation_refresh
 
-    for job in jobs:
+    for job in scored:
         job_telemetry_refresh(job)
         job_saturation_refresh(job)
     context.shared["telemetry_planted"] = planted.as_dict()
-    return {"samples": samples, "jobs": len(jobs)}
+    context.feed_memory["megatron"] = megatron.pk
+    return {"samples": samples, "jobs": len(used), "scored": len(scored)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The feeder
+
+
+def _mark_dirty(job_pks: list[int]) -> None:
+    """Tell live refresh (apps/core/live.py, where it exists) which jobs got new samples; beat's periodic
+    refresh covers them otherwise."""
+    if not job_pks:
+        return
+    try:
+        from apps.core.live import mark_jobs_dirty
+    except ImportError:
+        return
+    mark_jobs_dirty(job_pks, "demo feeder")
+
+
+@demo_feeder("telemetry", order=60)
+def feed(context: FeedContext) -> dict:
+    """Every demo job running during the span: its GPUs' samples at 10 s, as their profile and phases say."""
+    from apps.jobs.models import Job
+
+    jobs = (Job.objects.filter(cluster__name=DEMO_CLUSTER, source="demo", start_time__isnull=False, start_time__lt=context.end)
+            .filter(Q(state="RUNNING", end_time__isnull=True) | Q(end_time__gt=context.start)).order_by("job_id"))
+    megatron = context.memory.get("megatron")
+    frames, fed, gpus = [], [], 0
+    for job in jobs:
+        hosts = list(job.node_list or [])
+        if not hosts:
+            continue
+        times = context.grid(JOB_INTERVAL, start=job.start_time, end=job.end_time)
+        if not times:
+            continue
+        profile = "megatron" if job.pk == megatron else profile_for(job.name)
+        planted = default_planted(hosts) if job.pk == megatron else Planted()
+        frames.extend(job_chunks(profile, hosts, times[0], (times[-1] - times[0]).total_seconds() + JOB_INTERVAL,
+                                 interval_s=float(JOB_INTERVAL), cluster=DEMO_CLUSTER, seed=_job_seed(context.seed, job.job_id, times[0]),
+                                 planted=planted, elapsed_before_s=(times[0] - job.start_time).total_seconds(),
+                                 hosts_per_chunk=len(hosts)))
+        fed.append(job.pk)
+        gpus += len(hosts) * 4
+    samples = _store().write(pd.concat(frames, ignore_index=True)) if frames else 0
+    context.shared["telemetry_jobs"] = fed
+    _mark_dirty(fed)
+    return {"jobs": len(fed), "gpus": gpus, "samples": samples}
