@@ -86,6 +86,31 @@ def test_the_hot_gpu_and_the_slow_nic_node(megatron):
     assert tensor[nic_rows].max() < np.median(others) * 0.92
 
 
+def test_a_later_window_continues_the_run_on_the_same_gpus():
+    """The living demo feeds a running job window by window: checkpoints fall on the run's half hours,
+    the energy counter never goes back between windows, and the planted problems stay where they were."""
+    first = frame("megatron", duration=600, elapsed_before_s=3600)
+    later = pd.concat(job_chunks("megatron", HOSTS, START + pd.Timedelta(seconds=600), 1800, seed=8, hosts_per_chunk=5,
+                                 elapsed_before_s=4200), ignore_index=True)
+    end_of_first = series(first, 156)[:, -1]
+    assert (series(later, 156)[:, 0] > end_of_first).all()
+    tensor = np.median(series(later, 1004), axis=0)
+    # the run's minute 90 (5400 s) is a checkpoint, 1200 s into the later window: 90 s of idle SMs
+    assert tensor[(5400 - 4200) // 10: (5400 - 4200) // 10 + 9].max() < 0.1 and np.median(tensor[:100]) > 0.5
+    planted = default_planted(HOSTS)
+    clock = np.median(series(later, 100), axis=1)
+    row = HOSTS.index(planted.throttled[0]) * 4 + planted.throttled[1]
+    assert clock[row] < 0.8 * np.median(np.delete(clock, row))
+
+
+def test_profile_for_follows_the_job_name():
+    from apps.telemetry.synthetic_jobs import profile_for
+
+    assert [profile_for(name) for name in ("pretrain-gpt-13b", "finetune-esm2", "eval-climax", "data-prep-12",
+                                           "profile-nsys-vit-h", "megatron-gpt-175b-pretrain", "")] == \
+        ["megatron", "memory_bound", "memory_bound", "idle_gpus", "megatron", "megatron", "megatron"]
+
+
 def test_memory_bound_and_idle_profiles():
     memory = frame("memory_bound", hosts=HOSTS[:2], duration=1800)
     dram = memory[memory.field == 1005]["value"].median()
@@ -107,8 +132,17 @@ def test_the_demo_gives_three_jobs_telemetry_and_their_pages_a_heatmap(client, s
 
     settings.DEMO_TELEMETRY_HOURS = 0.5
     call_command("demo", stdout=open("/dev/null", "w"))
-    ready = JobTelemetry.objects.filter(status="ready").select_related("job")
-    assert ready.count() == 3
+    from apps.saturation.models import JobSaturation
+
+    ready = set(JobTelemetry.objects.filter(status="ready").values_list("job__name", "job__user_name"))
+    assert ("megatron-gpt-175b-pretrain", "demo") in ready
+    assert len({name for name, user in ready if user != "demo"}) == 2  # the memory-bound and the idle-GPU jobs
+    # The demo user's own jobs, finished ones included, have telemetry and a score.
+    own = Job.objects.filter(user_name="demo", start_time__isnull=False)
+    assert own.exclude(state="RUNNING").count() >= 5
+    assert {(job.name, "demo") for job in own} <= ready
+    assert set(JobSaturation.objects.filter(job__in=own, status="ready", score__isnull=False).values_list("job", flat=True)) == \
+        set(own.values_list("pk", flat=True))
     megatron = Job.objects.get(name="megatron-gpt-175b-pretrain")
     record = JobTelemetry.objects.get(job=megatron)
     # The product covers the whole run (six hours: 120 s buckets); the samples its last half hour.
