@@ -24,7 +24,8 @@ Each job's profile follows its name (``synthetic_jobs.profile_for``). What was w
 
 The feeder (``telemetry``, after the jobs' timeline): every demo job running during the span gets its
 span at 10 s with its profile, continuing its run's phases (same hosts: the Megatron job's planted
-problems stay on the same GPUs); a job that ended or started inside the span gets its part of it.
+problems stay on the same GPUs); a job that ended or started inside the span gets its part of it. The
+demo user's jobs and the jobs that just ended are marked for live refresh (``apps.core.live``).
 """
 import math
 from datetime import timedelta
@@ -201,8 +202,8 @@ def build(context: DemoContext) -> dict:
 
 
 def _mark_dirty(job_pks: list[int]) -> None:
-    """Tell live refresh (apps/core/live.py, where it exists) which jobs got new samples; beat's periodic
-    refresh covers them otherwise."""
+    """Tell live refresh (apps/core/live.py) which jobs got new samples it should bring up to date within
+    seconds; beat's periodic refresh covers the others."""
     if not job_pks:
         return
     try:
@@ -220,7 +221,7 @@ def feed(context: FeedContext) -> dict:
     jobs = (Job.objects.filter(cluster__name=DEMO_CLUSTER, source="demo", start_time__isnull=False, start_time__lt=context.end)
             .filter(Q(state="RUNNING", end_time__isnull=True) | Q(end_time__gt=context.start)).order_by("job_id"))
     megatron = context.memory.get("megatron")
-    frames, fed, gpus = [], [], 0
+    frames, fed, gpus, watched = [], [], 0, []
     for job in jobs:
         hosts = list(job.node_list or [])
         if not hosts:
@@ -236,7 +237,12 @@ def feed(context: FeedContext) -> dict:
                                  hosts_per_chunk=len(hosts)))
         fed.append(job.pk)
         gpus += len(hosts) * 4
+        if job.user_name == DEMO_USER or job.end_time is not None:
+            watched.append(job.pk)
     samples = _store().write(pd.concat(frames, ignore_index=True)) if frames else 0
     context.shared["telemetry_jobs"] = fed
-    _mark_dirty(fed)
-    return {"jobs": len(fed), "gpus": gpus, "samples": samples}
+    # Live refresh for what people watch: the demo user's jobs and the jobs that just ended (their final
+    # products). The other running jobs are beat's (every few minutes): refreshing ~50 jobs every tick would
+    # cost the small machine more than the feeding itself.
+    _mark_dirty(watched)
+    return {"jobs": len(fed), "gpus": gpus, "samples": samples, "refreshing": len(watched)}
