@@ -2,6 +2,10 @@
 
 Ctrl-C in the terminal reaches supervisord alone, which stops its three processes gracefully and
 exits 0; so does SIGTERM or SIGINT sent to this process. ``make run`` then ends without an error.
+
+``--demo`` (``make run``, which loads the demo first): the demo lives — ``DEMO_FEEDER`` is on for the
+three processes (beat schedules ``core.feed_demo``, the worker runs it) unless the environment already
+says otherwise (``DEMO_FEEDER=false make run`` keeps the demo as built). Production never runs this.
 (The terminal's foreground is handed to supervisord's process group, as a shell does for a job:
 otherwise make would get the Ctrl-C too and end with "Interrupt", status 130.)
 """
@@ -14,13 +18,20 @@ from pathlib import Path
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    unknown = [arg for arg in args if arg != "--demo"]
+    if unknown:
+        print(f"supervise.py: unknown argument(s) {' '.join(unknown)}; the only one is --demo", file=sys.stderr)
+        return 2
     bin_dir = Path(sys.executable).parent
     data_dir = Path(os.environ.get("BELVEDERE_DATA_DIR") or BASE_DIR / "var").resolve()
     run_dir = data_dir / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, BELVEDERE_BASE_DIR=str(BASE_DIR), BELVEDERE_BIN=str(bin_dir), BELVEDERE_RUN_DIR=str(run_dir),
                BELVEDERE_BIND=os.environ.get("BELVEDERE_BIND", "127.0.0.1:8000"), PYTHONUNBUFFERED="1")
+    if "--demo" in args:
+        env.setdefault("DEMO_FEEDER", "true")
     try:
         terminal = os.open("/dev/tty", os.O_RDWR)
     except OSError:
