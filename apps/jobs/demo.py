@@ -5,8 +5,8 @@ Everything derives from the demo's seeded RNG; times are relative to when the de
 the "running now" job is running whenever the demo is loaded.
 
 The timeline (feeder ``jobs``, see ``apps/core/demo.py``): each running demo job ends at a planned
-moment drawn from its id (within its time limit, and for the jobs running at build time within the
-first ninety minutes of the demo's life at the latest), except the demo user's Megatron run, which
+moment drawn from its id (``planned_end``: within its time limit; the jobs running at build time within
+the demo's first four hours, a few every twenty minutes), except the demo user's Megatron run, which
 keeps running. Every ``SLOT_SECONDS`` of demo time a new job may start (drawn from the slot's number:
 the same slot always gives the same job, with job id ``TIMELINE_FIRST_ID + slot``) on free nodes,
 never on the catalogue's silent nodes and within ``MAX_RUNNING_NODES`` running nodes (the feeder's
@@ -51,6 +51,7 @@ TIMELINE_KINDS = [  # as JOB_KINDS, smaller: the feeder's budget goes to the job
 ]
 TIMELINE_LIMITS = [30, 60, 90, 120]  # minutes: a timeline job ends within the hour or two it is watched
 DEMO_USER_SHARE = 0.2  # the demo researcher sees new jobs of their own
+BUILT_JOBS_END_MINUTES = 240  # the jobs running at build time end within the demo's first four hours
 
 
 def reset() -> None:
@@ -203,18 +204,18 @@ def build(context: DemoContext) -> dict:
 
 
 def planned_end(job: Job, origin, seed: int):
-    """When a running demo job ends: drawn from its id, within its time limit; a job that would have ended
-    before the demo was built ends in the demo's first ninety minutes instead. (end, final state)."""
+    """When a running demo job ends, drawn from its id: a job running when the demo was built ends within the
+    demo's first ``BUILT_JOBS_END_MINUTES`` (about one every few minutes), a job the timeline started within
+    its time limit; at its limit it times out. (end, final state)."""
     rng = random.Random(f"{seed}:end:{job.job_id}")
-    limit = job.time_limit_minutes or 60
-    share = rng.uniform(0.35, 1.05)
-    if share >= 1.0:
-        end, state = job.start_time + timedelta(minutes=limit), JobStateChoices.TIMEOUT
+    limit_end = job.start_time + timedelta(minutes=job.time_limit_minutes or 60)
+    if job.start_time < origin:
+        end = origin + timedelta(minutes=rng.uniform(5, BUILT_JOBS_END_MINUTES))
     else:
-        end = job.start_time + timedelta(minutes=limit * share)
-        state = JobStateChoices.FAILED if rng.random() < 0.08 else JobStateChoices.COMPLETED
-    if end <= origin:
-        end = origin + timedelta(minutes=rng.uniform(3, 90))
+        end = job.start_time + (limit_end - job.start_time) * rng.uniform(0.35, 1.05)
+    if end >= limit_end:
+        return max(limit_end, origin + timedelta(minutes=1)).replace(microsecond=0), JobStateChoices.TIMEOUT
+    state = JobStateChoices.FAILED if rng.random() < 0.08 else JobStateChoices.COMPLETED
     return end.replace(microsecond=0), state
 
 
