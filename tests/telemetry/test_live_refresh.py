@@ -49,6 +49,7 @@ def test_posted_samples_reach_the_running_jobs_cube_within_seconds_without_beat(
     from apps.jobs.models import Cluster, Job
 
     now = timezone.now().replace(microsecond=0)
+    now -= timedelta(seconds=now.second % 10)  # on a bucket edge (10 s buckets): the posted minute fills its own buckets
     start = now.replace(second=0) - timedelta(minutes=30)
     job = Job.objects.create(cluster=Cluster.objects.create(name=CLUSTER), job_id=4242, user_name="alice", account="a",
                              state="RUNNING", submit_time=start, start_time=start, node_list=list(HOSTS))
