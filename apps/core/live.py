@@ -112,8 +112,16 @@ def mark_jobs_dirty(job_pks, reason: str = "") -> list[int]:
     the caller wrote; never raises for the broker (the samples are stored: beat's refresh catches up)."""
     pks = sorted({int(pk) for pk in job_pks or ()})
     if pks:
-        transaction.on_commit(lambda: [request_refresh(pk, reason) for pk in pks])
+        transaction.on_commit(lambda: _request_all(pks, reason))
     return pks
+
+
+def _request_all(pks: list[int], reason: str) -> None:
+    for pk in pks:
+        try:
+            request_refresh(pk, reason)
+        except Exception:  # noqa: BLE001 - the cache is down: the ingestion that called us still succeeds
+            logger.exception("could not mark job %s dirty", pk)
 
 
 def request_refresh(job_pk: int, reason: str = "", *, queue: str | None = None, countdown: float | None = None) -> str | None:
