@@ -117,12 +117,15 @@ def build(context: DemoContext) -> dict:
                                           .values_list("start_time", "end_time", "node_list")):
             _mark(loaded, times, [position[h] for h in nodes or [] if h in position], job_start, job_end)
         covered = np.zeros_like(loaded)
+        profiled = set()  # nodes that ran a demo job with its own telemetry, then or now
         for nodes, window_start, window_end in context.shared.get("telemetry_windows", []):
             _mark(covered, times, [position[h] for h in nodes if h in position], window_start, window_end)
+            profiled.update(nodes)
         running = {host for nodes in Job.objects.filter(state="RUNNING").values_list("node_list", flat=True) for host in nodes or []}
-        untouched = ~covered.any(axis=1)
-        gap = [host for host, group in up if group == GAP_GROUP and host not in running and untouched[position[host]]][:GAP_NODES]
-        restarted = [host for host in hosts if host not in gap and host not in running and untouched[position[host]]][100:100 + RESTART_NODES]
+        quiet = [host for host in hosts if host not in running and host not in profiled]
+        quiet_set = set(quiet)
+        gap = [host for host, group in up if group == GAP_GROUP and host in quiet_set][:GAP_NODES]
+        restarted = [host for host in quiet if host not in gap][100:100 + RESTART_NODES]
         keep = ~covered
         keep[[position[h] for h in gap], minutes - GAP_MINUTES:] = False
         keep[[position[h] for h in restarted], minutes - 70:minutes - 58] = False

@@ -100,6 +100,10 @@ def build(context: DemoContext) -> dict:
     jobs, steps = [], []
     job_id = FIRST_JOB_ID
     all_nodes = set(hostnames)
+    from apps.topology.models import Node, NodeStateChoices
+
+    # A job running now runs on a node that is up (the topology part took some down); finished ones ran anywhere.
+    down = set(Node.objects.filter(state=NodeStateChoices.STATE_DOWN).values_list("hostname", flat=True))
     busy_now: set[str] = set()
 
     def account_of(user: str) -> str:
@@ -130,7 +134,7 @@ def build(context: DemoContext) -> dict:
             start = end = None
         elif state == "RUNNING":
             end = None
-        free = all_nodes - busy_now if state == "RUNNING" else all_nodes
+        free = all_nodes - busy_now - down if state == "RUNNING" else all_nodes
         if state == "RUNNING" and len(free) < node_count * max(1, array_size) + MEGATRON_NODES:
             state, start, end = "PENDING", None, None  # the machine is full: it waits, as it would
         task_ids = range(array_size) if array_size else [None]
@@ -160,7 +164,7 @@ def build(context: DemoContext) -> dict:
     megatron_user = "demo"
     megatron_account = sorted(memberships.get("demo") or ["a-llm01"])[0]
     start = now - timedelta(hours=6, minutes=12)
-    free = sorted(all_nodes - busy_now)
+    free = sorted(all_nodes - busy_now - down)
     group_size = 112
     block_start = 3 * group_size  # group 3, then spilling into group 4: a realistic 2-group allocation
     candidates = [h for h in hostnames[block_start:] if h in set(free)]
@@ -187,8 +191,6 @@ def build(context: DemoContext) -> dict:
          for jid, step, s, e, st, n, t in steps],
         batch_size=2000,
     )
-    from apps.topology.models import Node, NodeStateChoices
-
     Node.objects.filter(hostname__in=busy_now, state=NodeStateChoices.STATE_IDLE).update(state=NodeStateChoices.STATE_ALLOCATED)
     context.feed_memory["keep_running"] = [pks[context.shared["megatron_job"][1]]]
     context.feed_memory["users"] = users

@@ -12,10 +12,10 @@ At build time (``context.now``):
   finds the fields it needs (before that, the fleet stream of the catalogue part has their nodes' power);
 * the demo user's jobs (all of them: their own finished jobs are the first thing they open) and every
   job that ended in the last ``TELEMETRY_RECENT_HOURS`` (beat scores those once): their whole run, one
-  sample per bucket of the job's heatmap before the fleet window (``history_points()`` per GPU at most:
-  all of the heatmap's 240 at the default ``DEMO_TELEMETRY_HOURS``, fewer in the tests' smaller demo),
-  at least every minute inside it (the catalogue's gap checks look there) and every 10 s for a running
-  job's recent minutes;
+  sample per bucket of the job's heatmap (``history_points()`` per GPU at most: all of the heatmap's
+  240 at the default ``DEMO_TELEMETRY_HOURS``, fewer in the tests' smaller demo), at least every minute
+  from two hours before the fleet window on (the catalogue's gap checks look there) and every 10 s for
+  a running job's recent minutes;
 * the Megatron job, the two profile jobs and the demo user's jobs are materialised and scored now; beat
   scores the rest.
 
@@ -103,14 +103,14 @@ def recent_minutes() -> float:
     return min(10.0, max(2.0, 20 * settings.DEMO_TELEMETRY_HOURS))
 
 
-def _history(job, now, fleet_start, seed: int):
-    """A job's whole run (up to ``now`` while it runs): coarse before the fleet window, a minute apart inside
-    it, 10 s for a running job's last minutes."""
+def _history(job, now, fine_from, seed: int):
+    """A job's whole run (up to ``now`` while it runs): coarse before ``fine_from``, at least a minute apart
+    after it, 10 s for a running job's last minutes."""
     end = job.end_time or now
     start = job.start_time
     coarse = max(JOB_INTERVAL, choose_step((end - start).total_seconds(), max_buckets=history_points()))
     recent = now - timedelta(minutes=recent_minutes()) if job.end_time is None else end
-    cuts = [(start, coarse), (max(start, min(fleet_start, recent)), min(coarse, FLEET_INTERVAL)),
+    cuts = [(start, coarse), (max(start, min(fine_from, recent)), min(coarse, FLEET_INTERVAL)),
             (max(start, recent), JOB_INTERVAL), (end, None)]
     profile, planted = profile_for(job.name), Planted()
     for (lo, interval), (hi, _next) in zip(cuts, cuts[1:]):
@@ -134,7 +134,9 @@ def build(context: DemoContext) -> dict:
         context.say(f"  telemetry    skipped: {exc}")
         return {}
     now = context.now
-    fleet_start = now - timedelta(minutes=max(60, int(settings.DEMO_FLEET_HOURS * 60)))
+    # From two hours before the fleet window on (the catalogue's build-time checks look back that far, and
+    # beat's checks within the fleet window), job samples are at most a minute apart: no false gaps there.
+    fine_from = now - timedelta(minutes=max(60, int(settings.DEMO_FLEET_HOURS * 60)) + 120)
     windows = context.shared.setdefault("telemetry_windows", [])
     megatron = Job.objects.get(cluster__name=key[0], job_id=key[1])
     start, duration, before = window_of_run(megatron.start_time, now, hours=settings.DEMO_TELEMETRY_HOURS)
@@ -168,7 +170,7 @@ def build(context: DemoContext) -> dict:
         if not job.node_list:
             continue
         used.add(job.pk)
-        batch.extend(_history(job, now, fleet_start, context.seed))
+        batch.extend(_history(job, now, fine_from, context.seed))
         windows.append((list(job.node_list), job.start_time, job.end_time or now))
         if job.user_name == DEMO_USER:
             scored.append(job)
