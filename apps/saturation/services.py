@@ -11,6 +11,8 @@ import json
 import math
 import os
 import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timezone as dt_timezone
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from .state import (
 from .stragglers import find_stragglers
 
 #: Default of SATURATION_REREAD_SECONDS: an update reads the store again from this far before its window's end.
-REREAD_SECONDS = 120.0
+REREAD_SECONDS = 60.0
 #: ``scoring_task`` of a job whose scoring from scratch runs split in node blocks: this, then the scoring id.
 SPLIT_PREFIX = "split:"
 
@@ -248,6 +250,7 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
              keep_state: bool = True, from_column: int = 0) -> JobSaturation:
     """Save the state (from ``from_column``), summarise it, bin it, find the stragglers and replace the
     job's result with one save. ``finish_scoring``'s ValueError (no field the score needs) propagates."""
+    clock = _Clock(getattr(record, "last_read", None))
     folder = state_folder(job)
     if keep_state:
         save_state(folder, state, from_column=from_column)
@@ -260,7 +263,9 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
             previous = SaturationCube.load(Path(settings.DATA_DIR) / record.product)
         except (OSError, ValueError, KeyError):  # unreadable: bin everything
             previous = None
+    clock.lap("save state")
     scored = finish_scoring(state.scored(), previous=previous, changed_from=from_column, final_columns=state.complete)
+    clock.lap("summary and bins")
     report(80, "scored; looking for stragglers")
     summary, cube = scored.summary, scored.cube
     pairs = list(zip(scored.hosts, (int(g) for g in scored.gpus)))
@@ -276,7 +281,9 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
                         "limiter": g.limiter, "busy": _number(g.busy), "p10": _number(g.p10), "p50": _number(g.p50),
                         "p90": _number(g.p90), "time_high": _number(g.time_high), "clock_factor": _number(g.clock_factor),
                         "throttled": _number(g.throttled), "label": g.labels[0] if g.labels else ""})
+    clock.lap("per-GPU table")
     stragglers = stragglers_of(cube, per_gpu)
+    clock.lap("stragglers")
     for item in stragglers:
         if item["level"] == "gpu":
             next(g for g in per_gpu if g["host"] == item["host"] and g["gpu"] == item["gpu"])["straggler"] = item["signal"]
@@ -306,6 +313,7 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
     record.save(update_fields=[name for name in _RESULT_FIELDS])
     _scoring_done(record, task_id)
     _remove_old_products(job, {record.product, previous_product})
+    clock.lap("product and row")
     report(100, f"score {record.score} from {len(per_gpu)} GPUs, {len(stragglers)} straggler finding(s)")
     return record
 
@@ -313,6 +321,19 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
 _RESULT_FIELDS = ("window_start", "window_end", "status", "message", "score", "compute", "memory", "link", "limiter", "labels",
                   "imbalance", "idle_gpus", "energy_j", "energy_low_j", "steady_start", "scored_until", "samples", "per_gpu",
                   "stragglers", "flags", "product", "gpu_model", "step_seconds", "computed")
+
+
+class _Clock:
+    """Seconds spent in each part of a scoring, kept in ``record.last_read["timings"]`` (what the bench prints)."""
+
+    def __init__(self, read: dict | None):
+        self.timings = read.setdefault("timings", {}) if isinstance(read, dict) else {}
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round(self.timings.get(name, 0.0) + now - self.last, 4)
+        self.last = now
 
 
 def _aware(moment):
@@ -336,55 +357,60 @@ def job_saturation_update(job, report=lambda done, message: None, *, full: bool 
     the job's length calls for another step, or on request (``full``). From scratch, a job of at least
     ``SATURATION_SPLIT_MIN_NODES`` nodes is handed to a split scoring (a Celery chord of node blocks,
     ``split=False`` scores it here) and this returns at once; while such a scoring runs, updates wait for it."""
-    with locked(_lock_path(job)):
+    with locked(_lock_path(job)), ThreadPoolExecutor(1) as loader:
         record, _ = JobSaturation.objects.get_or_create(job=job)
         if split_in_flight(record):
             report(100, "a scoring from scratch in node blocks runs; it brings the product up to date")
             return record
         window = job_window(job)
         reason = "asked for" if full else ""
-        state, meta = None, None
         if window is not None and job.node_list and not reason:
             start, end = window
             step = scoring_step((end - start).total_seconds())
             model = gpu_model_for_job(job)
             fingerprint = score_fingerprint(job, model, step, start)
             meta = read_fingerprint(state_folder(job))
+            step_ns = int(round(step * 1e9))
             if meta is None:
                 reason = "no score state yet"
             elif not fingerprint_equal(meta["fingerprint"], fingerprint):
                 reason = f"{_fingerprint_difference(meta['fingerprint'], fingerprint)} changed"
-            elif int(meta["origin_ns"]) + int(meta["complete"]) * int(round(step * 1e9)) > pd.Timestamp(end).value:
+            elif int(meta["origin_ns"]) + int(meta["complete"]) * step_ns > pd.Timestamp(end).value:
                 reason = "the job's end moved before the columns already scored"
             else:
                 complete = int(meta["complete"])
-                new_columns = max(0, math.ceil((pd.Timestamp(end).value - int(meta["origin_ns"]) - complete * int(round(step * 1e9)))
-                                               / int(round(step * 1e9))))
-                state = load_state(state_folder(job), upto=complete, width=complete + new_columns)
-                if state is None:
-                    reason = "the score state is unreadable"
-        if window is None or not job.node_list or state is None:
-            if split and window is not None and split_wanted(job):
-                from .tasks import start_split_scoring
+                first_ns = int(meta["origin_ns"]) + complete * step_ns
+                columns = max(0, math.ceil((pd.Timestamp(end).value - first_ns) / step_ns))
+                # The final columns load (a copy of plain arrays) while the store is read for the new ones.
+                began = time.perf_counter()
+                loading = loader.submit(load_state, state_folder(job), upto=complete, width=complete + columns)
+                new, read = _score_new_columns(job, first_ns, columns, complete, end=end, step=step, model=model, report=report)
+                scored_new = time.perf_counter()
+                state = loading.result()
+                read["timings"] = {"read and score new columns": round(scored_new - began, 4),
+                                   "wait for the state": round(time.perf_counter() - scored_new, 4)}
+                if state is not None and state.complete == complete:
+                    return _update_locked(job, record, state, new, read, model, start=start, end=end, step=step,
+                                          report=report, task_id=task_id)
+                reason = "the score state is unreadable"
+        if split and window is not None and split_wanted(job):
+            from .tasks import start_split_scoring
 
-                start_split_scoring(job, reason=reason or "scoring from scratch")
-                report(100, f"scoring from scratch in node blocks ({reason})")
-                return JobSaturation.objects.get(pk=record.pk)
-            report(1, f"scoring from scratch: {reason}" if reason else "scoring from scratch")
-            return _refresh_locked(job, report, task_id)
-        return _update_locked(job, record, state, model, start=start, end=end, step=step, report=report, task_id=task_id)
+            start_split_scoring(job, reason=reason or "scoring from scratch")
+            report(100, f"scoring from scratch in node blocks ({reason})")
+            return JobSaturation.objects.get(pk=record.pk)
+        report(1, f"scoring from scratch: {reason}" if reason else "scoring from scratch")
+        return _refresh_locked(job, report, task_id)
 
 
-def _update_locked(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, start, end, step, report,
-                   task_id: str) -> JobSaturation:
-    first = state.complete
-    read_start = pd.Timestamp(state.column_start_ns(first), tz="UTC").to_pydatetime()
+def _score_new_columns(job, first_ns: int, columns: int, complete: int, *, end, step, model: GpuModel, report):
+    """Read and score the ``columns`` columns from ``first_ns`` on (the state's column ``complete``)."""
+    read_start = pd.Timestamp(first_ns, tz="UTC").to_pydatetime()
     hosts = list(job.node_list)
-    columns = max(0, math.ceil((pd.Timestamp(end).value - state.column_start_ns(first)) / state.step_ns))
     # A few columns of every node fit in one store request as well as the whole run of a few nodes.
-    total = first + columns
-    per_read = max(settings.SATURATION_HOSTS_PER_READ, settings.SATURATION_HOSTS_PER_READ * total // max(1, columns))
-    read = {"samples": 0}
+    per_read = max(settings.SATURATION_HOSTS_PER_READ,
+                   settings.SATURATION_HOSTS_PER_READ * (complete + columns) // max(1, columns))
+    read = {"samples": 0, "start": read_start, "columns": columns}
     report(5, f"reading {len(hosts)} nodes from {read_start:%H:%M:%S} UTC ({columns} new columns of {step} s)")
     new = None
     if columns:
@@ -395,11 +421,20 @@ def _update_locked(job, record: JobSaturation, state: ScoreState, model: GpuMode
             if "no samples" not in str(exc):
                 raise
     if new is None:  # nothing arrived: the columns are there, empty, so the state still says how far it was read
-        times = (state.column_start_ns(first) + np.arange(columns, dtype=np.int64) * state.step_ns).astype("datetime64[ns]")
+        step_ns = int(round(step * 1e9))
+        times = (first_ns + np.arange(columns, dtype=np.int64) * step_ns).astype("datetime64[ns]")
         new = ScoredColumns(np.array([], dtype=object), np.array([], dtype="int16"), times, float(step),
                             {name: empty_columns(name, (0, columns)) for name in STATE_ARRAYS}, np.zeros(columns, dtype=np.int64))
-    state.splice(first, new, hosts, complete=complete_columns(state.origin_ns, step, end))
-    record.last_read = {"mode": "incremental", "start": read_start, "end": end, "columns": columns, "samples": read["samples"]}
+    return new, read
+
+
+def _update_locked(job, record: JobSaturation, state: ScoreState, new: ScoredColumns, read: dict, model: GpuModel, *,
+                   start, end, step, report, task_id: str) -> JobSaturation:
+    first = state.complete
+    began = time.perf_counter()
+    state.splice(first, new, list(job.node_list), complete=complete_columns(state.origin_ns, step, end))
+    record.last_read = {"mode": "incremental", "start": read["start"], "end": end, "columns": read["columns"],
+                        "samples": read["samples"], "timings": {**read.get("timings", {}), "splice": round(time.perf_counter() - began, 4)}}
     return _publish(job, record, state, model, start=start, end=end, report=report, task_id=task_id, from_column=first)
 
 
