@@ -134,7 +134,7 @@ def request_refresh(job_pk: int, reason: str = "", *, queue: str | None = None, 
         return None
     from .tasks import refresh_job_task
 
-    queue = queue or getattr(settings, "JOB_REFRESH_QUEUE", None)  # default: Celery's default queue
+    queue = queue or settings.JOB_REFRESH_QUEUE  # default: Celery's default queue
     options = {"queue": queue} if queue else {}
     try:
         refresh_job_task.apply_async(args=[int(job_pk)], kwargs={"reason": reason[:200]}, task_id=task_id,
@@ -244,7 +244,7 @@ def _prune_runs() -> None:
 
     from .models import TaskRun, TaskRunStatusChoices
 
-    hours = float(getattr(settings, "JOB_REFRESH_KEEP_RUNS_HOURS", 2))
+    hours = float(settings.JOB_REFRESH_KEEP_RUNS_HOURS)
     if not claim(PRUNE_KEY, "1", 600):
         return
     TaskRun.objects.filter(name=TASK_NAME, status=TaskRunStatusChoices.STATUS_SUCCEEDED,

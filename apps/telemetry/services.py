@@ -259,7 +259,7 @@ _host_maps_lock = threading.Lock()
 def host_map_seconds() -> float:
     """How long a process reuses its map of host -> running jobs (default 10 s, ``JOB_REFRESH_HOST_MAP_SECONDS``):
     a job that starts is found by batches at most this much later."""
-    return float(getattr(settings, "JOB_REFRESH_HOST_MAP_SECONDS", 10.0))
+    return float(settings.JOB_REFRESH_HOST_MAP_SECONDS)
 
 
 def forget_host_maps() -> None:

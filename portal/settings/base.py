@@ -549,6 +549,12 @@ JOB_REFRESH_DEBOUNCE_SECONDS = env.float("JOB_REFRESH_DEBOUNCE_SECONDS", default
 # A refresh that has not finished after this many seconds is presumed lost (its worker died): the next
 # batch may start another.
 JOB_REFRESH_LOCK_SECONDS = env.int("JOB_REFRESH_LOCK_SECONDS", default=600)
+# The queue refreshes go to (empty: Celery's default queue; name one to give refreshes their own workers).
+JOB_REFRESH_QUEUE = env("JOB_REFRESH_QUEUE", default="") or None
+# Hours of succeeded core.refresh_job task runs kept (one per refresh; failures are kept like other runs).
+JOB_REFRESH_KEEP_RUNS_HOURS = env.float("JOB_REFRESH_KEEP_RUNS_HOURS", default=2.0)
+# Seconds each process reuses its map of host -> running jobs when finding the jobs a batch touches.
+JOB_REFRESH_HOST_MAP_SECONDS = env.float("JOB_REFRESH_HOST_MAP_SECONDS", default=10.0)
 # Scoring a job from scratch splits it into blocks of this many nodes run in parallel (a Celery chord)
 # when it has at least SATURATION_SPLIT_MIN_NODES nodes; smaller jobs are scored in one task.
 SATURATION_BLOCK_NODES = env.int("SATURATION_BLOCK_NODES", default=128)
