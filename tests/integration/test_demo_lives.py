@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -115,7 +116,7 @@ print("RESULT:" + json.dumps(out, default=str))
 
 
 def shell(env: dict, script: str) -> dict | None:
-    done = subprocess.run([str(BASE_DIR / ".venv" / "bin" / "python"), "manage.py", "shell", "-c", script], cwd=BASE_DIR, env=env,
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", script], cwd=BASE_DIR, env=env,
                           capture_output=True, text=True, timeout=300)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT:")]
     assert lines, (done.returncode, done.stdout[-2000:], done.stderr[-4000:])
