@@ -205,7 +205,7 @@ def merge_blocks_task(self, results: list, job_pk: int, scoring_id: str) -> dict
     return {"job": job_pk, "status": record.status, "score": record.score, "blocks": len(results or [])}
 
 
-@shared_task(name="saturation.split_failed")
+@shared_task(name="saturation.split_failed", **IDEMPOTENT)
 def split_failed_task(request, exc, traceback, job_pk: int, scoring_id: str) -> None:
     """Errback of the chord: a block failed for good. The job keeps its previous score with the reason
     (the beat's next round scores it again); the blocks are removed."""
