@@ -356,7 +356,8 @@ def job_saturation_update(job, report=lambda done, message: None, *, full: bool 
     is no state, when what a scoring depends on changed (nodes, layout, ceilings, the job's start), when
     the job's length calls for another step, or on request (``full``). From scratch, a job of at least
     ``SATURATION_SPLIT_MIN_NODES`` nodes is handed to a split scoring (a Celery chord of node blocks,
-    ``split=False`` scores it here) and this returns at once; while such a scoring runs, updates wait for it."""
+    ``split=False`` scores it here) and this returns at once; while such a scoring runs, an update leaves the
+    job to it (the merge brings the product up to date; the next batch of samples updates from there)."""
     with locked(_lock_path(job)), ThreadPoolExecutor(1) as loader:
         record, _ = JobSaturation.objects.get_or_create(job=job)
         if split_in_flight(record):
