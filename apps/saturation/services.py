@@ -38,8 +38,6 @@ from .state import (
 )
 from .stragglers import find_stragglers
 
-#: Default of SATURATION_REREAD_SECONDS: an update reads the store again from this far before its window's end.
-REREAD_SECONDS = 60.0
 #: ``scoring_task`` of a job whose scoring from scratch runs split in node blocks: this, then the scoring id.
 SPLIT_PREFIX = "split:"
 
@@ -156,7 +154,7 @@ def _lock_path(job) -> Path:
 def reread_seconds() -> float:
     """How far back from the end of its window an update reads again: samples posted up to this late
     (a collector sending a minute at once, a slow batch) still count, as in a full scoring."""
-    return float(getattr(settings, "SATURATION_REREAD_SECONDS", REREAD_SECONDS))
+    return float(settings.SATURATION_REREAD_SECONDS)
 
 
 def complete_columns(origin_ns: int, step_s: float, end) -> int:
@@ -306,7 +304,8 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
     record.samples = state.samples
     record.per_gpu, record.stragglers = per_gpu, stragglers
     record.flags = (["idle GPUs"] if summary.idle_gpus else []) + (["straggler"] if stragglers else []) + (
-        ["low saturation"] if record.score is not None and record.score < 30 else [])
+        ["low saturation"] if record.score is not None and record.score < 30 else []) + (
+        ["utilisation only"] if summary.limited else [])
     record.product = str(path.relative_to(settings.DATA_DIR))
     record.gpu_model, record.step_seconds = model.name, int(round(state.step_s))
     record.computed = timezone.now()

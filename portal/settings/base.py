@@ -559,6 +559,9 @@ JOB_REFRESH_HOST_MAP_SECONDS = env.float("JOB_REFRESH_HOST_MAP_SECONDS", default
 # when it has at least SATURATION_SPLIT_MIN_NODES nodes; smaller jobs are scored in one task.
 SATURATION_BLOCK_NODES = env.int("SATURATION_BLOCK_NODES", default=128)
 SATURATION_SPLIT_MIN_NODES = env.int("SATURATION_SPLIT_MIN_NODES", default=256)
+# A running job's incremental update reads the store again from this many seconds before the end of what
+# it scored (the last, possibly partial, bucket and collectors' late batches).
+SATURATION_REREAD_SECONDS = env.float("SATURATION_REREAD_SECONDS", default=60.0)
 
 # ---------------------------------------------------------------------------------------------
 # The living demo (see apps/core/README.md, "The demo feeder")

@@ -159,6 +159,13 @@ def test_the_service_stores_a_limited_score_and_the_job_page_says_so(limited_job
     # A stale choice of the S heatmap in the address falls back to busy.
     assert '<option value="busy" selected>' in client.get("/jobs/alps/31/?smetric=S&ssort=score").content.decode()
 
+    # The job list has no score to show, but says why: the flag, next to the dash.
+    assert "utilisation only" in record.flags
+    listing = client.get("/jobs/").content.decode()
+    cell = listing[listing.index('saturation-cell', listing.index("/jobs/alps/31/")):]
+    cell = cell[:cell.index("</td>")]
+    assert "–" in cell and 'title="utilisation only"' in cell
+
 
 def test_the_panel_json_endpoints_answer_for_a_limited_score(limited_job, client, make_user):
     record = job_saturation_refresh(limited_job)
