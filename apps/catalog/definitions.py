@@ -22,6 +22,7 @@ quality rules such as coverage), cut to what Belvedere checks::
       coverage: {target: 0.99, population: topology_gpus}   # within: how recent counts as present (default: error)
       sampling_period: 60s
       gap_after: 3                                      # a gap: no sample for more than 3 periods
+      # expected_while: jobs   # members (hosts) are expected only while a job runs on them (in-job collectors)
     checks: {every: 5m, window: 6h}
     retention: 90d
     links: [{title: Job page, url: /jobs/}]
@@ -357,7 +358,7 @@ def _check_slo(check: _Checker, slo, kind) -> dict:
     if not isinstance(slo, dict):
         check.add(("slo",), "required: freshness {warn, error}, and coverage {target, population} where it applies")
         return {}
-    check.unknown(slo, {"freshness", "coverage", "sampling_period", "gap_after"}, ("slo",))
+    check.unknown(slo, {"freshness", "coverage", "sampling_period", "gap_after", "expected_while"}, ("slo",))
     out: dict = {}
     freshness = check.mapping(slo, "freshness", ("slo",))
     if freshness is not None:
@@ -384,6 +385,12 @@ def _check_slo(check: _Checker, slo, kind) -> dict:
     if isinstance(gap_after, bool) or not isinstance(gap_after, int) or not 1 <= gap_after <= 1000:
         check.add(("slo", "gap_after"), "a whole number of sampling periods, 1 to 1000")
     out["gap_after"] = gap_after
+    expected_while = slo.get("expected_while")
+    if expected_while is not None:
+        if expected_while != "jobs" or kind != "telemetry":
+            check.add(("slo", "expected_while"), "only 'jobs', on telemetry: hosts are expected to send while a job runs on them")
+        else:
+            out["expected_while"] = expected_while
     return out
 
 

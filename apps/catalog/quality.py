@@ -167,13 +167,18 @@ def coverage(present: set[str], expected: set[str], *, target: float, population
 
 
 def gaps(counts: pd.DataFrame, *, start: datetime, end: datetime, period: int, gap_after: int,
-         name_members: bool = True) -> Result:
+         name_members: bool = True, expected_until: dict | None = None) -> Result:
     """Intervals without samples longer than ``gap_after`` sampling periods, per member.
 
     ``counts``: one row per (member, bucket) that has samples (``bucket`` the start of a ``period``-wide
     bucket); buckets without samples are simply absent. A member silent until the end of the window has
     an *ongoing* gap; a silence before a member's first sample in the window is not counted (the member
-    may be new). Members with no sample in the whole window are coverage's business, not listed here."""
+    may be new). Members with no sample in the whole window are coverage's business, not listed here.
+
+    ``expected_until`` (members sent by collectors inside jobs): member -> until when it was expected to send
+    (the end of its last job in the window; None while a job still runs on it). A member that fell silent when
+    its job ended is not silent *now*; one missing from the map ran no job in the window and is expected
+    to send nothing after its samples."""
     start_ts, end_ts = _utc(start), _utc(end)
     limit = gap_after * period
     if counts is None or counts.empty:
@@ -193,9 +198,13 @@ def gaps(counts: pd.DataFrame, *, start: datetime, end: datetime, period: int, g
     # A member whose first sample comes late in the window may be new or back from a silence that began before
     # it: the window cannot tell, so only silences between samples and since the last one count.
     window_end = end_ts.timestamp()
-    for i in last:  # silent until now: ongoing
-        if window_end - (seconds[i] + period) > limit:
-            found.append((members[i], seconds[i] + period, window_end, True))
+    for i in last:  # silent until now (or until its job ended): ongoing
+        until = window_end
+        if expected_until is not None:
+            ended = expected_until.get(str(members[i]), start_ts)
+            until = window_end if ended is None else min(window_end, _utc(ended).timestamp())
+        if until - (seconds[i] + period) > limit:
+            found.append((members[i], seconds[i] + period, until, until >= window_end))
     found.sort(key=lambda g: (-(g[2] - g[1]), str(g[0])))
     listed = [{"member": str(m), "start": pd.Timestamp(a, unit="s", tz="UTC").isoformat(), "end": pd.Timestamp(b, unit="s", tz="UTC").isoformat(),
                "seconds": round(float(b - a), 1), "ongoing": bool(ongoing)} for m, a, b, ongoing in found]

@@ -16,7 +16,7 @@ from apps.telemetry.fields import FIELDS
 from . import quality
 from .definitions import ProductProblem, load_folder
 from .models import CheckRun, DataProduct, Incident, ProductVersion
-from .sources import Observation, SourceProblem, declared_schema, observe, population
+from .sources import Observation, SourceProblem, declared_schema, hosts_expected_until, observe, population
 
 BUILT_IN = Path(__file__).with_name("products")
 
@@ -120,8 +120,10 @@ def evaluate(product: dict, observation: Observation, now: datetime) -> list[qua
         results.append(quality.Result("coverage", "skipped", "no coverage target declared" if not coverage else
                                       "the source has no members to count"))
     if slo.get("sampling_period") and observation.counts is not None:
+        expected = (hosts_expected_until(now=now, window=timedelta(seconds=window)) if slo.get("expected_while") == "jobs"
+                    else None)
         results.append(quality.gaps(observation.counts, start=now - timedelta(seconds=window), end=now, period=slo["sampling_period"],
-                                    gap_after=slo["gap_after"], name_members=name_members))
+                                    gap_after=slo["gap_after"], name_members=name_members, expected_until=expected))
     else:
         results.append(quality.Result("gaps", "skipped", "no sampling period declared" if not slo.get("sampling_period") else
                                       "no samples in the window"))

@@ -80,6 +80,25 @@ def population(name: str, *, now: datetime, window: timedelta) -> Population:
     raise SourceProblem(f"unknown population {name!r}")
 
 
+def hosts_expected_until(*, now: datetime, window: timedelta) -> dict[str, datetime | None]:
+    """For products sent from inside jobs: each host that ran a job during the window -> the end of its last
+    job (None while one still runs on it), so a host that fell silent with its job is not "still silent"."""
+    from django.db.models import Q
+
+    from apps.jobs.models import Job
+
+    until: dict[str, datetime | None] = {}
+    jobs = (Job.objects.filter(start_time__isnull=False, start_time__lte=now)
+            .filter(Q(end_time__isnull=True) | Q(end_time__gte=now - window)).values_list("node_list", "end_time"))
+    for nodes, end in jobs:
+        running = end is None or end > now
+        for host in nodes or []:
+            if host in until and until[host] is None:
+                continue
+            until[host] = None if running else max(end, until.get(host) or end)
+    return until
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading a source
 

@@ -38,6 +38,8 @@ def test_the_built_in_products_load():
                                                                                       "within": None},
                              "sampling_period": 60, "gap_after": 3}
     assert device["checks"] == {"every": 300, "window": 7200}
+    profiling = next(p for p in products if p["name"] == "dcgm-profiling")
+    assert profiling["slo"]["expected_while"] == "jobs" and "expected_while" not in device["slo"]
     assert [c["unit"] for c in device["schema"] if c.get("field")] == ["W", "°C"]
 
 
@@ -84,6 +86,8 @@ def broken(old: str, new: str) -> str:
     (broken("coverage: {target: 0.99, population: topology_gpus}", "coverage: {target: 0.99, population: everything}"), 15, "population:",
      "slo.coverage.population", "one of topology_gpus, topology_nodes"),
     (broken("sampling_period: 60s", "sampling_period: fast"), 16, "sampling_period:", "slo.sampling_period", "not a duration"),
+    (broken("sampling_period: 60s", "sampling_period: 60s\n  expected_while: always"), 17, "expected_while:", "slo.expected_while",
+     "only 'jobs'"),
     (GOOD + "colour: blue\n", 17, "colour:", "colour", "unknown key; allowed here"),
     (GOOD + "checks: {every: 5s}\n", 17, "every:", "checks.every", "at least 30s"),
     (GOOD + "explorer: {fields: [150]}\n", 17, "150", "explorer.fields.0", "150 is not a field of this product's schema"),

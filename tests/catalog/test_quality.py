@@ -141,3 +141,24 @@ def test_job_members_are_never_named_in_summaries_and_are_cut_to_what_a_reader_m
     assert cut["ongoing"] == [] and cut["ongoing_hidden"] == 1 and cut["gap_count"] == 2
     assert quality.listed_members("coverage", cover.measured) == {"alps/2", "alps/3"}
     assert quality.redact_members("coverage", cover.measured, set())["missing"] == []
+
+
+def test_hosts_sending_only_inside_jobs_are_silent_only_while_their_job_runs():
+    """expected_while: jobs — a host that stopped with its job is no gap, one that stopped while its job
+    runs is still silent, one that stopped long before its job ended had a closed gap."""
+    ended_with_job = counts("nid000001", list(range(25)))  # job ended at minute 25
+    died_in_job = counts("nid000002", list(range(25)))  # job still running
+    died_before_end = counts("nid000003", list(range(10)))  # job ended at minute 40
+    no_job = counts("nid000004", list(range(15)))  # no job in the map: nothing expected after its samples
+    frame = pd.concat([ended_with_job, died_in_job, died_before_end, no_job])
+    start = NOW - timedelta(hours=1)
+    until = {"nid000001": start + timedelta(minutes=25), "nid000002": None, "nid000003": start + timedelta(minutes=40)}
+    result = quality.gaps(frame, start=start, end=NOW, period=60, gap_after=3, expected_until=until)
+    gaps = {g["member"]: g for g in result.measured["gaps"]}
+    assert sorted(gaps) == ["nid000002", "nid000003"]
+    assert gaps["nid000002"]["ongoing"] is True and gaps["nid000002"]["end"] == NOW.isoformat()
+    assert gaps["nid000003"] == {"member": "nid000003", "start": (start + timedelta(minutes=10)).isoformat(),
+                                 "end": (start + timedelta(minutes=40)).isoformat(), "seconds": 1800.0, "ongoing": False}
+    assert result.measured["ongoing"] == ["nid000002"] and result.status == "fail"
+    # Without the map every one of them would be "still silent".
+    assert quality.gaps(frame, start=start, end=NOW, period=60, gap_after=3).measured["ongoing_count"] == 4
