@@ -23,6 +23,25 @@ from apps.telemetry.backends.base import TelemetryUnavailable
 from .models import JobSaturation, JobSaturationStatusChoices as Status
 
 
+def _scoring(task, job, run, score):
+    """``score(job, report, task_id)`` inside a scoring task: a store that is down is retried (the previous
+    result stays, with the reason); unusable samples end it as failed on the job, without retry (None)."""
+    from .services import scoring_failed
+
+    try:
+        return score(job, report=run.report, task_id=task.request.id or "")
+    except TelemetryUnavailable as exc:
+        final = task.request.retries >= task.max_retries
+        scoring_failed(job, f"telemetry store unavailable (attempt {task.request.retries + 1}"
+                            f"{'' if final else ', will retry'}): {exc}", final=final)
+        run.finish(error=str(exc)[:400])
+        raise
+    except ValueError as exc:  # unusable samples: say so on the job, do not retry
+        scoring_failed(job, str(exc), final=True)
+        run.finish(error=str(exc)[:400])
+        return None
+
+
 @shared_task(name="saturation.score_job", bind=True, autoretry_for=(TelemetryUnavailable,), retry_backoff=30,
              retry_backoff_max=600, retry_jitter=True, max_retries=5, **IDEMPOTENT)
 def score_job_task(self, job_pk: int) -> dict:
@@ -48,17 +67,8 @@ def score_job_task(self, job_pk: int) -> dict:
         return {"job": job_pk, "status": "split" if scoring_id else "skipped", "scoring": scoring_id}
     scoring_begin(job, self.request.id or "")
     hold_for_tests("saturation.score_job")
-    try:
-        record = job_saturation_refresh(job, report=run.report, task_id=self.request.id or "")
-    except TelemetryUnavailable as exc:
-        final = self.request.retries >= self.max_retries
-        scoring_failed(job, f"telemetry store unavailable (attempt {self.request.retries + 1}"
-                            f"{'' if final else ', will retry'}): {exc}", final=final)
-        run.finish(error=str(exc)[:400])
-        raise
-    except ValueError as exc:  # unusable samples: say so on the job, do not retry
-        scoring_failed(job, str(exc), final=True)
-        run.finish(error=str(exc)[:400])
+    record = _scoring(self, job, run, job_saturation_refresh)
+    if record is None:
         return {"job": job_pk, "status": "failed"}
     run.finish()
     return {"job": job_pk, "status": record.status, "score": record.score}
@@ -86,17 +96,8 @@ def update_job_task(self, job_pk: int) -> dict:
         return {"job": job_pk, "status": "skipped", "why": "a scoring in node blocks runs"}
     scoring_begin(job, self.request.id or "")
     hold_for_tests("saturation.update_job")
-    try:
-        record = job_saturation_update(job, report=run.report, task_id=self.request.id or "")
-    except TelemetryUnavailable as exc:
-        final = self.request.retries >= self.max_retries
-        scoring_failed(job, f"telemetry store unavailable (attempt {self.request.retries + 1}"
-                            f"{'' if final else ', will retry'}): {exc}", final=final)
-        run.finish(error=str(exc)[:400])
-        raise
-    except ValueError as exc:
-        scoring_failed(job, str(exc), final=True)
-        run.finish(error=str(exc)[:400])
+    record = _scoring(self, job, run, job_saturation_update)
+    if record is None:
         return {"job": job_pk, "status": "failed"}
     run.finish()
     return {"job": job_pk, "status": record.status, "score": record.score,
