@@ -152,7 +152,7 @@ def job_telemetry_refresh(job, report=_quiet) -> JobTelemetry:
         raise
     record.status, record.message = Status.STATUS_READY, ""
     record.gpus, record.fields = len(cube.gpus), [int(f) for f in cube.fields]
-    _record_coverage(record, head)
+    _record_coverage(record, head, until=end)
     _replace_product(record, str(path.relative_to(settings.DATA_DIR)))
     record.materialized = timezone.now()
     record.save(update_fields=PRODUCT_FIELDS)
@@ -160,10 +160,14 @@ def job_telemetry_refresh(job, report=_quiet) -> JobTelemetry:
     return record
 
 
-def _record_coverage(record: JobTelemetry, head) -> None:
+def _record_coverage(record: JobTelemetry, head, *, until) -> None:
+    """The cube's extent on the record; its last bucket's end is at most ``until`` (the end of the window read:
+    a running job's bucket is still filling, and its end lies in the future)."""
     record.samples = head.samples
     first, last, reporting = head.coverage()
     record.first_sample, record.last_sample = as_utc(first), as_utc(last)
+    if record.last_sample is not None and until is not None:
+        record.last_sample = min(record.last_sample, until)
     record.gpus_reporting = reporting
 
 
@@ -242,7 +246,7 @@ def job_telemetry_update(job, report=_quiet) -> JobTelemetry:
     record.window_end, record.step_seconds = end, step
     record.status, record.message = Status.STATUS_READY, ""
     record.gpus, record.fields = len(saved.hosts), [int(f) for f in saved.fields]
-    _record_coverage(record, saved)
+    _record_coverage(record, saved, until=end)
     record.materialized = timezone.now()
     record.save(update_fields=PRODUCT_FIELDS)
     report(100, f"{int(tail.count.sum()):,} samples from {read_from:%H:%M:%S} UTC appended; {record.samples:,} in all")

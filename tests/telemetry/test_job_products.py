@@ -190,3 +190,21 @@ def test_a_cube_loads_one_field_alone_and_older_files_still_load(tmp_path):
                         min=cube.min, max=cube.max)
     old = JobCube.load(tmp_path / "old.npz", [1002])
     assert np.array_equal(old.max[:, 0, :], cube.max[:, cube.field_index(1002), :], equal_nan=True)
+
+
+def test_a_running_jobs_last_sample_is_never_in_the_future(job, store):
+    """The cube's last bucket is still filling while the job runs: its end lies ahead of now, the last sample
+    does not (the page said "last sample 06:00 (0 s ago)" at 05:59:36)."""
+    import time
+
+    now = timezone.now()
+    if now.second % 10 < 2:  # keep the last sample 1 s into a bucket that ends after now
+        time.sleep(2)
+        now = timezone.now()
+    bucket = now.replace(microsecond=0) - timedelta(seconds=now.second % 10)
+    samples = synthetic(minutes=30, every_s=1, start=job.start_time)
+    samples = samples[samples["ts"] <= bucket + timedelta(seconds=1)]
+    store.write(samples)
+    record = job_telemetry_refresh(job)
+    assert record.step_seconds == 10 and record.status == "ready"
+    assert bucket < record.last_sample <= timezone.now()
