@@ -92,6 +92,21 @@ def _segment(job, profile: str, start, end, interval: int, seed: int, planted: P
                           elapsed_before_s=(first - job.start_time).total_seconds(), hosts_per_chunk=64)
 
 
+def _owned_by(job):
+    """A filter dropping the samples another job's synthetic history has on ``job``'s nodes while it runs."""
+    hosts = set(job.node_list or [])
+    start = pd.Timestamp(job.start_time)
+    end = pd.Timestamp(job.end_time) if job.end_time else None
+
+    def keep(frame: pd.DataFrame) -> pd.DataFrame:
+        inside = frame["host"].isin(hosts) & (frame["ts"] >= start)
+        if end is not None:
+            inside &= frame["ts"] < end
+        return frame[~inside] if inside.any() else frame
+
+    return keep
+
+
 def history_points() -> int:
     """Samples per GPU of a job's history before the fleet window: one per bucket of its heatmap with the
     default three hours of DEMO_TELEMETRY_HOURS, fewer when the demo is made smaller (the tests)."""
@@ -166,11 +181,14 @@ def build(context: DemoContext) -> dict:
     histories = (Job.objects.filter(cluster__name=DEMO_CLUSTER, start_time__isnull=False, start_time__lt=now)
                  .filter(Q(user_name=DEMO_USER) | Q(end_time__gte=recent)).exclude(pk__in=used).order_by("job_id"))
     batch = []
+    # The demo's job history is synthetic and may put another job on some of the Megatron run's nodes while it
+    # runs; its samples there would mix into the run's GPUs (the hot GPU read 67 °C, not 83): the run owns them.
+    owned = _owned_by(megatron)
     for job in histories:
         if not job.node_list:
             continue
         used.add(job.pk)
-        batch.extend(_history(job, now, fine_from, context.seed))
+        batch.extend(owned(frame) for frame in _history(job, now, fine_from, context.seed))
         windows.append((list(job.node_list), job.start_time, job.end_time or now))
         if job.user_name == DEMO_USER:
             scored.append(job)
@@ -182,7 +200,8 @@ def build(context: DemoContext) -> dict:
                 .exclude(pk__in=used).order_by("job_id")):
         if not job.node_list:
             continue
-        batch.extend(_segment(job, profile_for(job.name), recent_start, now, JOB_INTERVAL, context.seed, Planted()))
+        batch.extend(owned(frame) for frame in _segment(job, profile_for(job.name), recent_start, now, JOB_INTERVAL, context.seed,
+                                                        Planted()))
         windows.append((list(job.node_list), max(job.start_time, recent_start), now))
         if sum(len(frame) for frame in batch) > 500_000:
             samples += store.write(pd.concat(batch, ignore_index=True))

@@ -262,7 +262,9 @@ def scored_job(demo, db):
     """The researcher's job with a layout and a saturation result."""
     from apps.saturation.models import JobSaturation
 
-    record = JobSaturation.objects.select_related("job__cluster").get(status="ready", job__user_name="demo")
+    # The demo user's running Megatron job (their finished jobs are scored too, and have no layout).
+    record = JobSaturation.objects.select_related("job__cluster").get(status="ready", job__user_name="demo", job__state="RUNNING",
+                                                                      job__name__startswith="megatron")
     return record.job
 
 
