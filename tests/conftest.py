@@ -43,6 +43,12 @@ def pytest_report_header(config):
 
 # Modules whose queries lean on what engines do differently (filters and ordering over accounts
 # and states, bulk upserts, row locks, JSON columns, the demo's bulk loads, access selectors).
+# Modules that start an installation of their own (make run's embedded stack, the benches' folders): the
+# profile's database and broker never reach them, so a second run would only repeat the first (~6 min).
+OWN_INSTALLATION_MODULES = {
+    "tests/integration/test_demo_lives.py",
+    "tests/bench/test_bench_live_smoke.py", "tests/bench/test_bench_jobpage_smoke.py",
+}
 ENGINE_SENSITIVE_MODULES = {
     "tests/accounts/test_access.py",
     "tests/jobs/test_access.py", "tests/jobs/test_list.py", "tests/jobs/test_events.py",
@@ -63,6 +69,8 @@ def engine_sensitive(item) -> bool:
     commit visibility across processes), or says so itself (``engine``). Browser tests are left to
     the default profile: what they check is the page, not the engine behind it."""
     if item.get_closest_marker("browser"):
+        return False
+    if item.nodeid.split("::", 1)[0] in OWN_INSTALLATION_MODULES:
         return False
     if item.get_closest_marker("integration") or item.get_closest_marker("engine"):
         return True
