@@ -17,14 +17,13 @@ takes a few minutes.
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from .test_run_command import BASE_DIR, fetch_json, free_port, start_in_terminal, wait_exit
+from .test_run_command import BASE_DIR, fetch_json, free_port, start_in_terminal, stop_in_terminal, wait_exit
 
 SPEED = 6
 DEMO_MINUTES = 15
@@ -209,12 +208,7 @@ def test_make_run_keeps_the_demo_alive_and_its_stories_the_same(tmp_path):
         exit_code = wait_exit(pid, 90)
         assert exit_code == 0, log_path.read_text(errors="replace")[-3000:]
     finally:
-        if exit_code is None and wait_exit(pid, 0) is None:
-            os.write(terminal, b"\x03")
-            if wait_exit(pid, 60) is None:
-                os.kill(pid, signal.SIGKILL)
-                wait_exit(pid, 10)
-        os.close(terminal)
+        stop_in_terminal(pid, terminal, exit_code)
 
 
 def _moment(text: str) -> float:

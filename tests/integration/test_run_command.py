@@ -101,6 +101,17 @@ def wait_exit(pid: int, timeout: float) -> int | None:
 
 
 @pytest.mark.integration
+def stop_in_terminal(pid: int, terminal: int, exit_code: int | None) -> None:
+    """Teardown of a stack started with ``start_in_terminal``: Ctrl-C unless it already ended, then SIGKILL
+    after a minute; the terminal is closed either way."""
+    if exit_code is None and wait_exit(pid, 0) is None:
+        os.write(terminal, b"\x03")
+        if wait_exit(pid, 60) is None:
+            os.kill(pid, signal.SIGKILL)
+            wait_exit(pid, 10)
+    os.close(terminal)
+
+
 def test_make_run_starts_web_worker_and_beat_restarts_a_killed_worker_and_stops_on_ctrl_c(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -172,9 +183,4 @@ def test_make_run_starts_web_worker_and_beat_restarts_a_killed_worker_and_stops_
         assert not alive(new_worker) and not any(alive(p) for p in web_pids)
         assert fetch_json(f"{base}/healthz")[0] == 0
     finally:
-        if exit_code is None and wait_exit(pid, 0) is None:
-            os.write(terminal, b"\x03")
-            if wait_exit(pid, 60) is None:
-                os.kill(pid, signal.SIGKILL)
-                wait_exit(pid, 10)
-        os.close(terminal)
+        stop_in_terminal(pid, terminal, exit_code)
