@@ -1,6 +1,4 @@
 """Writes about jobs: upserting parsed Slurm records, job events, cluster syncs, job tokens."""
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -11,6 +9,7 @@ from django.utils import timezone
 from apps.core.bulk import insert_rows
 
 from .models import ACTIVE_STATES, Cluster, Job, JobStateChoices, JobStep, JobToken, SyncModeChoices, node_search_text
+from .slurm import SlurmCommandError, run_slurm_command
 from .slurm_json import ParseProblem, SlurmJob, SlurmJsonError, parse_sacct, parse_squeue
 from .slurmrestd import SlurmRestClient, SlurmRestError
 
@@ -136,23 +135,6 @@ def _close_tokens(cluster: Cluster, job_ids: list[int]) -> None:
 # ---------------------------------------------------------------------------------------------
 # Syncing a cluster: the Slurm commands or slurmrestd
 # ---------------------------------------------------------------------------------------------
-class SlurmCommandError(RuntimeError):
-    pass
-
-
-def run_slurm_command(args: list[str], timeout: float) -> str:
-    if shutil.which(args[0]) is None:
-        raise SlurmCommandError(f"{args[0]} was not found on PATH; install the Slurm client or set the cluster's sync mode")
-    try:
-        completed = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise SlurmCommandError(f"{' '.join(args)} did not answer within {timeout:g} s") from None
-    if completed.returncode != 0:
-        message = (completed.stderr or completed.stdout).strip().splitlines()
-        raise SlurmCommandError(f"{' '.join(args)} failed (exit {completed.returncode}): {message[-1] if message else 'no output'}")
-    return completed.stdout
-
-
 class _AccountingDisabled(Exception):
     """A source that cannot answer because the cluster has no accounting: a note, not a failure."""
 

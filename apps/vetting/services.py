@@ -228,7 +228,7 @@ def _raise_state(host: str, finding, rule: Rule) -> None:
 
 
 def node_actions_backend() -> SlurmNodeActions:
-    from apps.jobs.services import run_slurm_command
+    from apps.jobs.slurm import run_slurm_command
 
     return SlurmNodeActions(run_slurm_command, dry_run=settings.VETTING_ACTIONS_DRY_RUN, timeout=settings.SLURM_COMMAND_TIMEOUT)
 
