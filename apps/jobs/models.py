@@ -128,6 +128,33 @@ class Job(TimeStampedModel):
             return None
         return (self.end_time or timezone.now()) - self.start_time
 
+    def run_window(self, now=None, *, slack=None, from_submit: bool = False, open_end: bool = False):
+        """The time the job ran as ``(start, end)``: the one rule the job's products, a job token's scope and
+        the filters "during the job" share.
+
+        ``end`` is the job's end, or ``now`` while it runs (None instead with ``open_end``, for filters that
+        leave a running job's end open); it is never before ``start`` (Slurm's clock against ours). A job
+        running past its time limit still runs to ``now`` (grace time, OverTimeLimit): the limit is a plan,
+        never the window. None when the job has not started: no start time, still pending (squeue's start
+        time of a pending job is a projection), or a start after ``now`` while it has no end.
+        ``from_submit``: a job not started counts from its submission (or ``now``) instead, the time a job
+        token may post for. ``slack`` (a timedelta) widens both ends.
+        """
+        now = now or timezone.now()
+        start = None if self.state == JobStateChoices.PENDING else self.start_time
+        if start is not None and self.end_time is None and start > now:
+            start = None
+        if start is None:
+            if not from_submit:
+                return None
+            start = min(self.submit_time or now, now)
+        end = self.end_time or (None if open_end else now)
+        if end is not None:
+            end = max(end, start)
+        if slack:
+            start, end = start - slack, (end + slack if end is not None else None)
+        return start, end
+
     @property
     def display_id(self) -> str:
         if self.array_job_id and self.array_task_id is not None:
