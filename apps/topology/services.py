@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from apps.core.bulk import sync_rows
+from apps.core.diff import RowDiff
+
 from .model import Topology
 from .models import DragonflyGroup, GlobalLink, Nic, Node, Switch, TopologyRevision
 
@@ -41,6 +44,12 @@ class ChangeReport:
             for kind, counter in sorted(self.counts.items())
         ]
 
+    def add_diff(self, kind: str, diff: RowDiff) -> None:
+        """Count what a :func:`apps.core.bulk.sync_rows` wrote, without examples."""
+        self.add(kind, "added", len(diff.added))
+        self.add(kind, "changed", len(diff.changed))
+        self.add(kind, "removed", len(diff.removed))
+
 
 @transaction.atomic
 def topology_apply(topology: Topology, *, source: str, prune: bool) -> tuple[ChangeReport, TopologyRevision | None]:
@@ -50,141 +59,14 @@ def topology_apply(topology: Topology, *, source: str, prune: bool) -> tuple[Cha
     in ``topology`` are removed; without it (discovery records) only the given nodes are touched.
     """
     report = ChangeReport()
-
-    # Groups ------------------------------------------------------------------------------------
-    cabinets: dict[int, str] = {}
-    for node in topology.nodes:
-        if node.cabinet:
-            cabinets.setdefault(node.group, node.cabinet)
-    groups = {group.number: group for group in DragonflyGroup.objects.all()}
-    new_groups = [DragonflyGroup(number=n, cabinet=cabinets.get(n, "")) for n in topology.groups if n not in groups]
-    DragonflyGroup.objects.bulk_create(new_groups)
-    report.add("groups", "added", len(new_groups))
-    changed_groups = []
-    for number, group in groups.items():
-        if number in cabinets and group.cabinet != cabinets[number]:
-            group.cabinet = cabinets[number]
-            changed_groups.append(group)
-    DragonflyGroup.objects.bulk_update(changed_groups, ["cabinet"])
-    report.add("groups", "changed", len(changed_groups))
-    groups = {group.number: group for group in DragonflyGroup.objects.all()}
-
-    # Switches ----------------------------------------------------------------------------------
-    wanted_switches = {(s.group, s.index): s.xname for s in topology.switches}
-    for node in topology.nodes:
-        for nic in node.nics:
-            wanted_switches.setdefault((nic.group, nic.switch), None)
-    stored_switches = {(s.group.number, s.index): s for s in Switch.objects.select_related("group")}
-    new_switches = [
-        Switch(group=groups[g], index=i, xname=xname or "") for (g, i), xname in wanted_switches.items() if (g, i) not in stored_switches
-    ]
-    Switch.objects.bulk_create(new_switches)
-    report.add("switches", "added", len(new_switches))
-    renamed = []
-    for key, switch in stored_switches.items():
-        xname = wanted_switches.get(key)
-        if xname and switch.xname != xname:
-            switch.xname = xname
-            renamed.append(switch)
-    Switch.objects.bulk_update(renamed, ["xname"])
-    report.add("switches", "changed", len(renamed))
-    switch_ids = {(s.group.number, s.index): s.pk for s in Switch.objects.select_related("group")}
-
-    # Nodes -------------------------------------------------------------------------------------
-    stored_nodes = {node.hostname: node for node in Node.objects.all()}
-    incoming = {node.hostname: node for node in topology.nodes}
-    to_create, to_update = [], []
-    for hostname, node in incoming.items():
-        values = {
-            "xname": node.xname or "",
-            "group_id": groups[node.group].pk,
-            "cabinet": node.cabinet or "",
-            "gpus": node.gpus,
-            "gpu_model": node.gpu_model,
-        }
-        stored = stored_nodes.get(hostname)
-        if stored is None:
-            to_create.append(Node(hostname=hostname, **values))
-            continue
-        if not prune:
-            # A discovery record says what the node could see: a missing xname or GPU model
-            # means "not known there", not "remove what an import said".
-            values = {name: value for name, value in values.items() if value not in ("", None)}
-        differences = [name for name, value in values.items() if getattr(stored, name) != value]
-        if differences:
-            for name in differences:
-                setattr(stored, name, values[name])
-            to_update.append(stored)
-            report.add("nodes", "changed", 1, f"{hostname}: {', '.join(d.removesuffix('_id') for d in differences)} changed")
-    Node.objects.bulk_create(to_create, batch_size=2000)
-    Node.objects.bulk_update(to_update, ["xname", "group_id", "cabinet", "gpus", "gpu_model", "modified"], batch_size=2000)
-    report.add("nodes", "added", len(to_create), f"{len(to_create)} nodes added, e.g. {to_create[0].hostname}" if to_create else None)
+    group_ids = _sync_groups(topology, report)
+    wanted_switches = _wanted_switches(topology)
+    switch_ids = _sync_switches(wanted_switches, group_ids, report)
+    node_ids = _sync_nodes(topology, group_ids, report, prune=prune)
+    _sync_nics(topology, node_ids, switch_ids, report)
     if prune:
-        gone = sorted(set(stored_nodes) - set(incoming))
-        if gone:
-            Node.objects.filter(hostname__in=gone).delete()
-            report.add("nodes", "removed", len(gone), f"removed {', '.join(gone[:5])}{' ...' if len(gone) > 5 else ''}")
-    node_ids = dict(Node.objects.filter(hostname__in=list(incoming)).values_list("hostname", "pk"))
-
-    # NICs --------------------------------------------------------------------------------------
-    stored_nics = {
-        (hostname, index): (pk, name, mac, switch_id, port)
-        for pk, hostname, index, name, mac, switch_id, port in Nic.objects.filter(node__hostname__in=list(incoming)).values_list(
-            "pk", "node__hostname", "index", "name", "mac", "switch_id", "port"
-        )
-    }
-    nic_create, nic_update = [], []
-    incoming_nic_keys = set()
-    for hostname, node in incoming.items():
-        for nic in node.nics:
-            key = (hostname, nic.index)
-            incoming_nic_keys.add(key)
-            values = (nic.name, nic.mac or "", switch_ids[(nic.group, nic.switch)], nic.port)
-            stored = stored_nics.get(key)
-            if stored is None:
-                nic_create.append(Nic(node_id=node_ids[hostname], index=nic.index, name=values[0], mac=values[1], switch_id=values[2], port=values[3]))
-            elif stored[1:] != values:
-                if stored[3] != values[2]:
-                    report.add("nics", "moved to another switch", 1, f"{hostname} {nic.name} moved to switch {nic.group}.{nic.switch}")
-                else:
-                    report.add("nics", "changed")
-                nic_update.append(Nic(pk=stored[0], name=values[0], mac=values[1], switch_id=values[2], port=values[3]))
-    Nic.objects.bulk_create(nic_create, batch_size=5000)
-    Nic.objects.bulk_update(nic_update, ["name", "mac", "switch_id", "port"], batch_size=5000)
-    report.add("nics", "added", len(nic_create))
-    stale_nics = [stored[0] for key, stored in stored_nics.items() if key not in incoming_nic_keys]
-    if stale_nics:
-        Nic.objects.filter(pk__in=stale_nics).delete()
-        report.add("nics", "removed", len(stale_nics))
-
-    # Global links and pruning of the fabric -------------------------------------------------------
-    if prune:
-        wanted_links = {}
-        for link in topology.global_links:
-            a, b = switch_ids[(link.group_a, link.switch_a)], switch_ids[(link.group_b, link.switch_b)]
-            key = (min(a, b), max(a, b))
-            wanted_links[key] = wanted_links.get(key, 0) + link.links
-        stored_links = {(l.switch_a_id, l.switch_b_id): l for l in GlobalLink.objects.all()}
-        GlobalLink.objects.bulk_create(
-            [GlobalLink(switch_a_id=a, switch_b_id=b, links=n) for (a, b), n in wanted_links.items() if (a, b) not in stored_links],
-            batch_size=5000,
-        )
-        report.add("global links", "added", sum(1 for key in wanted_links if key not in stored_links))
-        recabled = [l for key, l in stored_links.items() if key in wanted_links and l.links != wanted_links[key]]
-        for link in recabled:
-            link.links = wanted_links[(link.switch_a_id, link.switch_b_id)]
-        GlobalLink.objects.bulk_update(recabled, ["links"])
-        report.add("global links", "changed", len(recabled))
-        removed = [l.pk for key, l in stored_links.items() if key not in wanted_links]
-        GlobalLink.objects.filter(pk__in=removed).delete()
-        report.add("global links", "removed", len(removed))
-        unused = Switch.objects.exclude(pk__in=[switch_ids[key] for key in wanted_switches]).filter(nics__isnull=True)
-        report.add("switches", "removed", unused.count())
-        unused.delete()
-        empty_groups = DragonflyGroup.objects.exclude(number__in=topology.groups).filter(nodes__isnull=True, switches__isnull=True)
-        report.add("groups", "removed", empty_groups.count())
-        empty_groups.delete()
-
+        _sync_global_links(topology, switch_ids, report)
+        _prune_fabric(topology, [switch_ids[key] for key in wanted_switches], report)
     revision = None
     if report.changed:
         revision = TopologyRevision.objects.create(
@@ -192,3 +74,110 @@ def topology_apply(topology: Topology, *, source: str, prune: bool) -> tuple[Cha
             summary=report.as_dict(),
         )
     return report, revision
+
+
+def _sync_groups(topology: Topology, report: ChangeReport) -> dict[int, int]:
+    """Add the missing groups and take their cabinet from the nodes; number -> pk of every group."""
+    cabinets: dict[int, str] = {}
+    for node in topology.nodes:
+        if node.cabinet:
+            cabinets.setdefault(node.group, node.cabinet)
+    diff = sync_rows(
+        DragonflyGroup.objects.all(), {number: {"cabinet": cabinets.get(number, "")} for number in topology.groups},
+        key=["number"], fields=["cabinet"], build=lambda number, values: DragonflyGroup(number=number, **values),
+        keep_when_empty=True, remove=False,  # empty groups are pruned at the end, once nothing refers to them
+    )
+    report.add_diff("groups", diff)
+    return dict(DragonflyGroup.objects.values_list("number", "pk"))
+
+
+def _wanted_switches(topology: Topology) -> dict[tuple[int, int], str]:
+    """(group, index) -> xname of the listed switches, then of those the NICs name ("" when unknown)."""
+    wanted = {(switch.group, switch.index): switch.xname or "" for switch in topology.switches}
+    for node in topology.nodes:
+        for nic in node.nics:
+            wanted.setdefault((nic.group, nic.switch), "")
+    return wanted
+
+
+def _sync_switches(wanted: dict[tuple[int, int], str], group_ids: dict[int, int],
+                   report: ChangeReport) -> dict[tuple[int, int], int]:
+    """Add the missing switches and rename those given a new xname; (group, index) -> pk of every switch."""
+    diff = sync_rows(
+        Switch.objects.all(), {key: {"xname": xname} for key, xname in wanted.items()},
+        key=["group__number", "index"], fields=["xname"],
+        build=lambda key, values: Switch(group_id=group_ids[key[0]], index=key[1], **values),
+        keep_when_empty=True, remove=False,  # unused switches are pruned at the end
+    )
+    report.add_diff("switches", diff)
+    return {(group, index): pk for group, index, pk in Switch.objects.values_list("group__number", "index", "pk")}
+
+
+def _sync_nodes(topology: Topology, group_ids: dict[int, int], report: ChangeReport, *, prune: bool) -> dict[str, int]:
+    """Add, change and (with ``prune``) remove nodes; hostname -> pk of the given nodes."""
+    wanted = {
+        node.hostname: {"xname": node.xname or "", "group_id": group_ids[node.group], "cabinet": node.cabinet or "",
+                        "gpus": node.gpus, "gpu_model": node.gpu_model}
+        for node in topology.nodes
+    }
+    diff = sync_rows(
+        Node.objects.all(), wanted, key=["hostname"], fields=["xname", "group_id", "cabinet", "gpus", "gpu_model"],
+        build=lambda hostname, values: Node(hostname=hostname, **values),
+        # A discovery record says what the node could see: a missing xname or GPU model means
+        # "not known there", not "remove what an import said".
+        keep_when_empty=not prune, remove=prune,
+    )
+    for change in diff.changed:
+        report.add("nodes", "changed", 1, f"{change.key}: {', '.join(name.removesuffix('_id') for name in change.fields)} changed")
+    if diff.added:
+        report.add("nodes", "added", len(diff.added), f"{len(diff.added)} nodes added, e.g. {diff.added[0][0]}")
+    gone = sorted(hostname for hostname, _ in diff.removed)
+    report.add("nodes", "removed", len(gone), f"removed {', '.join(gone[:5])}{' ...' if len(gone) > 5 else ''}")
+    return dict(Node.objects.filter(hostname__in=list(wanted)).values_list("hostname", "pk"))
+
+
+def _sync_nics(topology: Topology, node_ids: dict[str, int], switch_ids: dict[tuple[int, int], int],
+               report: ChangeReport) -> None:
+    """The given nodes' NICs become exactly the incoming ones; a NIC on another switch is worth an example."""
+    incoming = {(node.hostname, nic.index): nic for node in topology.nodes for nic in node.nics}
+    wanted = {
+        key: {"name": nic.name, "mac": nic.mac or "", "switch_id": switch_ids[(nic.group, nic.switch)], "port": nic.port}
+        for key, nic in incoming.items()
+    }
+    diff = sync_rows(
+        Nic.objects.filter(node__hostname__in=[node.hostname for node in topology.nodes]), wanted,
+        key=["node__hostname", "index"], fields=["name", "mac", "switch_id", "port"],
+        build=lambda key, values: Nic(node_id=node_ids[key[0]], index=key[1], **values), batch_size=5000,
+    )
+    for change in diff.changed:
+        if "switch_id" in change.fields:
+            nic = incoming[change.key]
+            report.add("nics", "moved to another switch", 1, f"{change.key[0]} {nic.name} moved to switch {nic.group}.{nic.switch}")
+        else:
+            report.add("nics", "changed")
+    report.add("nics", "added", len(diff.added))
+    report.add("nics", "removed", len(diff.removed))
+
+
+def _sync_global_links(topology: Topology, switch_ids: dict[tuple[int, int], int], report: ChangeReport) -> None:
+    """Global links become exactly the incoming ones, parallel cables counted on one row per switch pair."""
+    wanted: dict[tuple[int, int], dict] = {}
+    for link in topology.global_links:
+        a, b = switch_ids[(link.group_a, link.switch_a)], switch_ids[(link.group_b, link.switch_b)]
+        row = wanted.setdefault((min(a, b), max(a, b)), {"links": 0})
+        row["links"] += link.links
+    diff = sync_rows(
+        GlobalLink.objects.all(), wanted, key=["switch_a_id", "switch_b_id"], fields=["links"],
+        build=lambda key, values: GlobalLink(switch_a_id=key[0], switch_b_id=key[1], **values), batch_size=5000,
+    )
+    report.add_diff("global links", diff)
+
+
+def _prune_fabric(topology: Topology, wanted_switch_ids: list[int], report: ChangeReport) -> None:
+    """Remove the switches nothing names or cables to, then the groups left empty."""
+    unused = Switch.objects.exclude(pk__in=wanted_switch_ids).filter(nics__isnull=True)
+    report.add("switches", "removed", unused.count())
+    unused.delete()
+    empty_groups = DragonflyGroup.objects.exclude(number__in=topology.groups).filter(nodes__isnull=True, switches__isnull=True)
+    report.add("groups", "removed", empty_groups.count())
+    empty_groups.delete()
