@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.core.bulk import insert_rows
+from apps.core.bulk import insert_rows, sync_rows
 
 from .models import ACTIVE_STATES, Cluster, Job, JobStateChoices, JobStep, JobToken, SyncModeChoices, node_search_text
 from .slurm import SlurmCommandError, run_slurm_command
@@ -100,26 +100,17 @@ def _upsert_steps(cluster: Cluster, records: list[SlurmJob]) -> None:
     if not records:
         return
     job_pks = dict(Job.objects.filter(cluster=cluster, job_id__in=[r.job_id for r in records]).values_list("job_id", "pk"))
-    stored = {
-        (job_pk, step_id): (pk, name, nodes, tasks, state, start, end, exit_code)
-        for pk, job_pk, step_id, name, nodes, tasks, state, start, end, exit_code in JobStep.objects.filter(
-            job_id__in=job_pks.values()
-        ).values_list("pk", "job_id", "step_id", "name", "nodes", "tasks", "state", "start_time", "end_time", "exit_code")
+    wanted = {
+        (job_pks[record.job_id], step.step_id): {
+            "name": step.name, "nodes": step.nodes, "tasks": step.tasks, "state": step.state,
+            "start_time": step.start, "end_time": step.end, "exit_code": step.exit_code,
+        }
+        for record in records for step in record.steps
     }
-    create, update = [], []
-    for record in records:
-        job_pk = job_pks[record.job_id]
-        for step in record.steps:
-            values = (step.name, step.nodes, step.tasks, step.state, step.start, step.end, step.exit_code)
-            current = stored.get((job_pk, step.step_id))
-            if current is None:
-                create.append(JobStep(job_id=job_pk, step_id=step.step_id, name=step.name, nodes=step.nodes, tasks=step.tasks,
-                                      state=step.state, start_time=step.start, end_time=step.end, exit_code=step.exit_code))
-            elif current[1:] != values:
-                update.append(JobStep(pk=current[0], name=step.name, nodes=step.nodes, tasks=step.tasks, state=step.state,
-                                      start_time=step.start, end_time=step.end, exit_code=step.exit_code))
-    JobStep.objects.bulk_create(create, batch_size=2000)
-    JobStep.objects.bulk_update(update, ["name", "nodes", "tasks", "state", "start_time", "end_time", "exit_code"], batch_size=2000)
+    sync_rows(JobStep.objects.filter(job_id__in=job_pks.values()), wanted, key=["job_id", "step_id"],
+              fields=["name", "nodes", "tasks", "state", "start_time", "end_time", "exit_code"],
+              build=lambda key, values: JobStep(job_id=key[0], step_id=key[1], **values),
+              remove=False)  # a step a later document leaves out (sacct trims old ones) stays known
 
 
 def _close_tokens(cluster: Cluster, job_ids: list[int]) -> None:
