@@ -278,37 +278,38 @@ def _check_node(owner: str, node: object) -> None:
 
 
 @dataclass(frozen=True)
-class NicXname:
-    """``{node}h{index}``: a node's high-speed-network NIC, e.g. ``x1100c0s6b0n0h1``."""
+class _NodePartXname:
+    """``{node}{letter}{index}``: a numbered part of a node (NIC, GPU); subclasses name the letter and kind."""
 
     node: NodeXname
     index: int
 
-    kind: ClassVar[str] = "NIC"
+    kind: ClassVar[str]
+    letter: ClassVar[str]
 
     def __post_init__(self) -> None:
-        _check_node("NicXname", self.node)
-        _check_component(f"NicXname {str(self.node)!r}: ", "NIC", self.index)
+        owner = type(self).__name__
+        _check_node(owner, self.node)
+        _check_component(f"{owner} {str(self.node)!r}: ", self.kind, self.index)
 
     def __str__(self) -> str:
-        return f"{self.node}h{self.index}"
+        return f"{self.node}{self.letter}{self.index}"
 
 
 @dataclass(frozen=True)
-class GpuXname:
+class NicXname(_NodePartXname):
+    """``{node}h{index}``: a node's high-speed-network NIC, e.g. ``x1100c0s6b0n0h1``."""
+
+    kind: ClassVar[str] = "NIC"
+    letter: ClassVar[str] = "h"
+
+
+@dataclass(frozen=True)
+class GpuXname(_NodePartXname):
     """``{node}a{index}``: a node's accelerator, e.g. ``x1100c0s6b0n0a2``."""
 
-    node: NodeXname
-    index: int
-
     kind: ClassVar[str] = "GPU"
-
-    def __post_init__(self) -> None:
-        _check_node("GpuXname", self.node)
-        _check_component(f"GpuXname {str(self.node)!r}: ", "GPU", self.index)
-
-    def __str__(self) -> str:
-        return f"{self.node}a{self.index}"
+    letter: ClassVar[str] = "a"
 
 
 @dataclass(frozen=True)
