@@ -27,6 +27,13 @@ IDEMPOTENT = {"acks_late": True, "reject_on_worker_lost": True}
 MAX_WORKER_LOSSES = 3
 
 
+def stale_cutoff(now=None):
+    """Work started (or last reporting progress) before this lost its worker and its message: longer ago
+    than ``TASK_STALE_SECONDS``, more than any task may run and than the broker's redelivery. The sweepers of
+    TaskRuns and of products being built share it."""
+    return (now or timezone.now()) - timedelta(seconds=settings.TASK_STALE_SECONDS)
+
+
 def task_run_begin(task, name: str, subject: str, message: str = "", total: int | None = None) -> TaskRun | None:
     """Record the start of one execution of ``task`` as a TaskRun tied to its message id.
 
@@ -87,7 +94,7 @@ def beat_heartbeat_task() -> None:
 def sweep_stale_runs_task() -> list[int]:
     """Beat: end TaskRuns still "running" with no progress for ``TASK_STALE_SECONDS`` (longer than any
     task may run): their worker was lost and their message is gone. Each gets the reason."""
-    cutoff = timezone.now() - timedelta(seconds=settings.TASK_STALE_SECONDS)
+    cutoff = stale_cutoff()
     ended = []
     for run in TaskRun.objects.filter(status__in=[TaskRunStatusChoices.STATUS_RUNNING, TaskRunStatusChoices.STATUS_PENDING],
                                       modified__lt=cutoff):

@@ -2,26 +2,21 @@
 product file next to the portal's data; this row is what lists and the API read)."""
 from django.db import models
 
+from apps.core.models import JobProduct
+
+from .choices import JobSaturationStatusChoices
 from .scoring import GpuModel
 
 
-class JobSaturationStatusChoices(models.TextChoices):
-    """The state of the *result* a record holds. A scoring in progress does not change it (see
-    ``JobSaturation.scoring_since``), so the previous score stays visible while the next is computed.
-    ``running`` is only read from rows written before that; the sweeper turns them into ``waiting``."""
+class JobSaturation(JobProduct):
+    """One job's latest saturation result, scored along the lifecycle of apps/core/products.py."""
 
-    STATUS_WAITING = "waiting", "Waiting for telemetry"
-    STATUS_RUNNING = "running", "Scoring"
-    STATUS_READY = "ready", "Ready"
-    STATUS_EMPTY = "empty", "No telemetry"
-    STATUS_FAILED = "failed", "Failed"
+    built_field = "computed"
+    refresh_setting = "SATURATION_REFRESH_SECONDS"
+    busy_field = "scoring_since"
 
-
-class JobSaturation(models.Model):
-    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="saturation")
     status = models.CharField(max_length=20, choices=JobSaturationStatusChoices.choices,
                               default=JobSaturationStatusChoices.STATUS_WAITING)
-    message = models.CharField(max_length=500, blank=True)
     scoring_since = models.DateTimeField(null=True, blank=True,
                                          help_text="When the scoring now in progress started; empty when none runs. The "
                                                    "result fields keep the previous score meanwhile.")
@@ -38,17 +33,12 @@ class JobSaturation(models.Model):
     idle_gpus = models.PositiveIntegerField(default=0)
     energy_j = models.FloatField(null=True, blank=True)
     energy_low_j = models.FloatField(null=True, blank=True)
-    window_start = models.DateTimeField(null=True, blank=True)
-    window_end = models.DateTimeField(null=True, blank=True)
     steady_start = models.DateTimeField(null=True, blank=True)
     scored_until = models.DateTimeField(null=True, blank=True,
                                         help_text="End of the last scoring bucket holding samples: how far the product reaches.")
-    samples = models.PositiveBigIntegerField(default=0, help_text="Raw telemetry samples the score was computed from.")
     per_gpu = models.JSONField(default=list, blank=True)
     stragglers = models.JSONField(default=list, blank=True)
-    product = models.CharField(max_length=500, blank=True)
     gpu_model = models.CharField(max_length=40, blank=True, help_text="The ceilings row the score was computed against.")
-    step_seconds = models.PositiveIntegerField(null=True, blank=True, help_text="Scoring bucket width.")
 
     def __str__(self) -> str:
         return f"saturation of {self.job}: {self.status}"

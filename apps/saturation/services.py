@@ -21,8 +21,8 @@ import pandas as pd
 from django.conf import settings
 from django.utils import timezone
 
+from apps.core.products import NOT_STARTED, product_window
 from apps.telemetry.backends.base import Query
-from apps.telemetry.services import job_window
 from apps.telemetry.store import telemetry_store
 
 from .models import JobSaturation, JobSaturationStatusChoices as Status
@@ -204,7 +204,7 @@ def job_saturation_refresh(job, report=lambda done, message: None, task_id: str 
 
 
 def _not_started(record: JobSaturation, task_id: str) -> JobSaturation:
-    record.status, record.message = Status.STATUS_WAITING, "the job has not started on any node yet"
+    record.status, record.message = Status.STATUS_WAITING, NOT_STARTED
     record.save(update_fields=["status", "message"])
     _scoring_done(record, task_id)
     return record
@@ -222,8 +222,8 @@ def _no_telemetry(job, record: JobSaturation, task_id: str) -> JobSaturation:
 
 def _refresh_locked(job, report, task_id: str) -> JobSaturation:
     record = scoring_begin(job, task_id)
-    window = job_window(job)
-    if window is None or not job.node_list:
+    window = product_window(job)
+    if window is None:
         return _not_started(record, task_id)
     start, end = window
     step = scoring_step((end - start).total_seconds())
@@ -362,9 +362,9 @@ def job_saturation_update(job, report=lambda done, message: None, *, full: bool 
         if split_in_flight(record):
             report(100, "a scoring from scratch in node blocks runs; it brings the product up to date")
             return record
-        window = job_window(job)
+        window = product_window(job)
         reason = "asked for" if full else ""
-        if window is not None and job.node_list and not reason:
+        if window is not None and not reason:
             start, end = window
             step = scoring_step((end - start).total_seconds())
             model = gpu_model_for_job(job)
@@ -458,8 +458,8 @@ def split_folder(job, scoring_id: str) -> Path:
 def split_plan(job, scoring_id: str, *, block_nodes: int | None = None, run_pk: int | None = None) -> dict | None:
     """Fix what every block of a split scoring reads — the window, the step, the ceilings, the node blocks —
     in ``plan.json`` of the scoring's folder. None when the job has not started on any node."""
-    window = job_window(job)
-    if window is None or not job.node_list:
+    window = product_window(job)
+    if window is None:
         return None
     start, end = window
     step = scoring_step((end - start).total_seconds())

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from apps.core.models import TaskRun
-from apps.core.tasks import IDEMPOTENT, MAX_WORKER_LOSSES, hold_for_tests, task_run_begin
+from apps.core.models import TaskRun, TaskRunStatusChoices
+from apps.core.tasks import IDEMPOTENT, MAX_WORKER_LOSSES, hold_for_tests, stale_cutoff, task_run_begin
 from apps.telemetry.backends.base import TelemetryUnavailable
 
 from .models import JobSaturation, JobSaturationStatusChoices as Status
@@ -224,7 +224,7 @@ def split_failed_task(request, exc, traceback, job_pk: int, scoring_id: str) -> 
     if JobSaturation.objects.filter(job=job, scoring_task=f"{SPLIT_PREFIX}{scoring_id}").exists():
         scoring_failed(job, reason, final=False)
     shutil.rmtree(split_folder(job, scoring_id), ignore_errors=True)
-    if run and run.status == "running":
+    if run and run.status == TaskRunStatusChoices.STATUS_RUNNING:
         run.finish(error=reason)
 
 
@@ -233,28 +233,15 @@ def score_recent_jobs_task() -> list[int]:
     """Beat, the safety net under the live refresh: running jobs whose score is older than
     SATURATION_REFRESH_SECONDS are brought up to date (``update_job``, incremental), finished jobs are
     scored from scratch once after their end (``score_job``)."""
+    from apps.core.products import stale_products
     from apps.jobs.models import Job
 
     now = timezone.now()
-    stale = now - timedelta(seconds=settings.SATURATION_REFRESH_SECONDS)
     recent = now - timedelta(hours=settings.TELEMETRY_RECENT_HOURS)
-    computed = dict(JobSaturation.objects.filter(computed__isnull=False).values_list("job_id", "computed"))
-    ends = dict(JobSaturation.objects.filter(window_end__isnull=False).values_list("job_id", "window_end"))
-    scoring = set(JobSaturation.objects.filter(scoring_since__isnull=False).values_list("job_id", flat=True))
-    ids = []
-    for pk, end_time in (Job.objects.filter(Q(state="RUNNING") | Q(end_time__gte=recent)).exclude(start_time=None)
-                         .order_by("-start_time").values_list("pk", "end_time")[:1000]):
-        made = computed.get(pk)
-        if pk in scoring:  # one scoring at a time; the sweeper ends one whose worker was lost
-            continue
-        if end_time is None and made and made >= stale:
-            continue
-        if end_time is not None and made and ends.get(pk) and ends[pk] >= end_time:
-            continue
-        ids.append(pk)
+    ids = stale_products(JobSaturation, now=now)  # one scoring at a time: those being scored are left out
     from .services import prune_states
 
-    prune_states(ended_before=recent, stale_before=now - timedelta(seconds=settings.TASK_STALE_SECONDS))
+    prune_states(ended_before=recent, stale_before=stale_cutoff(now))
     running = set(Job.objects.filter(pk__in=ids, end_time__isnull=True).values_list("pk", flat=True))
     for job_pk in ids:
         (update_job_task if job_pk in running else score_job_task).delay(job_pk)
@@ -267,7 +254,7 @@ def sweep_stale_scoring_task(queue: str | None = None) -> list[int]:
     and than the broker's redelivery) lost its worker and its message: end it with that reason,
     keeping the previous score, and queue the job again (to ``queue`` when given, else the task's
     route). Rows left "running" by older versions too."""
-    cutoff = timezone.now() - timedelta(seconds=settings.TASK_STALE_SECONDS)
+    cutoff = stale_cutoff()
     ids = []
     for record in JobSaturation.objects.filter(Q(scoring_since__lt=cutoff) | Q(status=Status.STATUS_RUNNING)):
         since = record.scoring_since

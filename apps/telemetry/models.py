@@ -7,6 +7,10 @@ a collector's service token needs to post samples for any host.
 from django.conf import settings
 from django.db import models
 
+from apps.core.models import JobProduct
+
+from .choices import JobTelemetryStatusChoices
+
 
 class IngestBatch(models.Model):
     received = models.DateTimeField(auto_now_add=True)
@@ -28,36 +32,25 @@ class IngestBatch(models.Model):
         return f"{self.source} from {self.sender}: {self.accepted} kept, {self.rejected} rejected"
 
 
-class JobTelemetryStatusChoices(models.TextChoices):
-    STATUS_WAITING = "waiting", "Waiting for the job to start"
-    STATUS_RUNNING = "running", "Reading the telemetry store"
-    STATUS_READY = "ready", "Ready"
-    STATUS_EMPTY = "empty", "No samples found"
-    STATUS_FAILED = "failed", "Failed"
+class JobTelemetry(JobProduct):
+    """The state of one job's telemetry data product (the bucketed cube pages read): built by
+    apps/telemetry/services.py along the lifecycle of apps/core/products.py."""
 
+    built_field = "materialized"
+    refresh_setting = "TELEMETRY_REFRESH_SECONDS"
 
-class JobTelemetry(models.Model):
-    """The state of one job's telemetry data product (the bucketed cube pages read)."""
-
-    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="telemetry")
     status = models.CharField(max_length=20, choices=JobTelemetryStatusChoices.choices,
                               default=JobTelemetryStatusChoices.STATUS_WAITING)
-    message = models.CharField(max_length=500, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     updated = models.DateTimeField(auto_now=True)
     materialized = models.DateTimeField(null=True, blank=True)
-    window_start = models.DateTimeField(null=True, blank=True)
-    window_end = models.DateTimeField(null=True, blank=True)
-    step_seconds = models.PositiveIntegerField(null=True, blank=True)
     gpus = models.PositiveIntegerField(default=0)
     fields = models.JSONField(default=list, blank=True)
-    samples = models.PositiveBigIntegerField(default=0)
     # What the store really held, not the window asked for: the first bucket with a sample and the
     # end of the last one, and how many GPUs reported at all.
     first_sample = models.DateTimeField(null=True, blank=True)
     last_sample = models.DateTimeField(null=True, blank=True)
     gpus_reporting = models.PositiveIntegerField(null=True, blank=True)
-    product = models.CharField(max_length=500, blank=True, help_text="Path of the cube, relative to the data folder.")
     # Written by ingestion when a batch reaches the job (apps/telemetry/services.samples_arrived), never by the
     # refresh that builds the cube: {source: {"first": ISO time, "last": ISO time}} of the samples each
     # ingestion source (IngestBatch.source, "dcgm-live") delivered for the job's nodes and run time.

@@ -28,6 +28,8 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
+from apps.core.products import NOT_STARTED, product_window
+
 from .backends.base import Query
 from .models import JobTelemetry, JobTelemetryStatusChoices as Status
 from .products import align_cube, build_cube, choose_step, extend_saved_cube, node_digest, read_head
@@ -70,19 +72,6 @@ def product_path(job) -> Path:
     return Path(settings.DATA_DIR) / "telemetry-products" / job.cluster.name / f"{job.job_id}.cube"
 
 
-def has_product(record: JobTelemetry) -> bool:
-    """Whether the record points at a built cube that pages can show."""
-    return record.status == Status.STATUS_READY and bool(record.product)
-
-
-def job_window(job):
-    start = job.start_time
-    if start is None:
-        return None
-    end = job.end_time or timezone.now()
-    return (start, end) if end > start else None
-
-
 # -- pending_from: late samples ----------------------------------------------------------------------
 
 def _take_pending(record: JobTelemetry):
@@ -111,15 +100,15 @@ def job_telemetry_refresh(job, report=_quiet) -> JobTelemetry:
     Idempotent: each run replaces the product. Store errors (TelemetryUnavailable) propagate so the
     task can retry; the record says what happened either way."""
     record, _ = JobTelemetry.objects.get_or_create(job=job)
-    window = job_window(job)
-    if window is None or not job.node_list:
-        record.status, record.message = Status.STATUS_WAITING, "the job has not started on any node yet"
+    window = product_window(job)
+    if window is None:
+        record.status, record.message = Status.STATUS_WAITING, NOT_STARTED
         record.save(update_fields=PRODUCT_FIELDS)
         return record
     start, end = window
     step = choose_step((end - start).total_seconds())
     reading = f"reading {len(job.node_list)} nodes at {step} s buckets"
-    if has_product(record):
+    if record.has_product():
         # The product on disk stays what pages read until the new one replaces it: a refresh that
         # dies midway (worker killed, store down) leaves the previous heatmap, not a blank section.
         record.message = f"refreshing since {timezone.now():%H:%M:%S} UTC: {reading}"
@@ -183,7 +172,7 @@ def _replace_product(record: JobTelemetry, product: str) -> None:
 
 def _why_rebuild(record: JobTelemetry | None, job, start, step: int) -> tuple[str, object]:
     """(why the whole cube must be built again, the saved head) — the reason is "" when appending will do."""
-    if record is None or not has_product(record):
+    if record is None or not record.has_product():
         return "there is no cube yet", None
     path = Path(settings.DATA_DIR) / record.product
     if not path.is_dir():
@@ -207,9 +196,9 @@ def job_telemetry_update(job, report=_quiet) -> JobTelemetry:
     buckets before stay as saved. The whole cube is built again (:func:`job_telemetry_refresh`) when there
     is none, when the job's duration calls for another step (:func:`choose_step`), when its node list or
     start changed, or when the new samples name a GPU or field the cube lacks."""
-    window = job_window(job)
+    window = product_window(job)
     record = JobTelemetry.objects.filter(job=job).first()
-    if window is None or not job.node_list:
+    if window is None:
         return job_telemetry_refresh(job, report)
     start, end = window
     step = choose_step((end - start).total_seconds())

@@ -1,10 +1,6 @@
 """Celery tasks of the telemetry app: keep job data products fresh."""
-from datetime import timedelta
-
 from celery import shared_task
 from django.conf import settings
-from django.db.models import Q
-from django.utils import timezone
 
 from apps.core.models import TaskRun
 from apps.core.tasks import IDEMPOTENT
@@ -33,7 +29,7 @@ def materialize_job_task(self, job_pk: int) -> dict:
 
 
 def _materialize(self, job) -> dict:
-    from .services import has_product, job_telemetry_refresh
+    from .services import job_telemetry_refresh
 
     run = TaskRun.objects.create(name="telemetry.materialize_job", subject=f"job {job.cluster.name}/{job.job_id}")
     run.start("reading telemetry", total=100)
@@ -42,7 +38,7 @@ def _materialize(self, job) -> dict:
     except TelemetryUnavailable as exc:
         message = f"telemetry store unavailable (attempt {self.request.retries + 1}): {exc}"
         record = JobTelemetry.objects.filter(job=job).first()
-        if record is not None and has_product(record):
+        if record is not None and record.has_product():
             # Keep showing the last product; say why it is not newer.
             record.message = f"showing the product of {record.materialized:%Y-%m-%d %H:%M} UTC; {message}"[:500]
             record.save(update_fields=["message", "updated"])
@@ -58,24 +54,12 @@ def _materialize(self, job) -> dict:
 
 @shared_task(name="telemetry.materialize_recent_jobs", **IDEMPOTENT)
 def materialize_recent_jobs_task() -> list[int]:
-    """Refresh running jobs whose product is older than the refresh period, and ended jobs whose
-    product does not yet reach their end."""
-    from apps.jobs.models import Job
+    """Beat, the safety net under the live refresh: rebuild the cube of every job whose product is stale
+    (apps/core/products.py: running and older than TELEMETRY_REFRESH_SECONDS, or ended and not yet
+    reaching its end)."""
+    from apps.core.products import stale_products
 
-    now = timezone.now()
-    stale = now - timedelta(seconds=settings.TELEMETRY_REFRESH_SECONDS)
-    recent = now - timedelta(hours=settings.TELEMETRY_RECENT_HOURS)
-    products = dict(JobTelemetry.objects.filter(materialized__isnull=False).values_list("job_id", "materialized"))
-    ends = dict(JobTelemetry.objects.filter(window_end__isnull=False).values_list("job_id", "window_end"))
-    ids = []
-    for pk, end_time in (Job.objects.filter(Q(state="RUNNING") | Q(end_time__gte=recent)).exclude(start_time=None)
-                         .order_by("-start_time").values_list("pk", "end_time")[:1000]):
-        made = products.get(pk)
-        if end_time is None and made and made >= stale:
-            continue
-        if end_time is not None and made and ends.get(pk) and ends[pk] >= end_time:
-            continue
-        ids.append(pk)
+    ids = stale_products(JobTelemetry)
     for job_pk in ids:
         materialize_job_task.delay(job_pk)
     return ids
