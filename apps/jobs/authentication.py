@@ -1,11 +1,14 @@
-"""Job tokens: ``Authorization: JobToken bvj_...`` for code running inside one job.
+"""Job tokens: what a key of ``Authorization: JobToken bvj_...`` stands for (code running inside one job).
 
-Only the endpoints that accept data from inside a job list this class; everywhere else a job
-token is simply not a credential.
+The credential itself, :class:`apps.core.api.authentication.JobTokenAuthentication`, reads the header;
+:func:`resolve_job_token` (registered from ``JobsConfig.ready()``) finds the token's job. Only the
+endpoints that accept data from inside a job list that class; everywhere else a job token is simply not
+a credential.
 """
 from django.conf import settings
 from rest_framework import exceptions
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
+
+from apps.core.api.authentication import JobTokenAuthentication  # noqa: F401 - its OpenAPI description targets this path
 
 from .models import Job, JobToken
 
@@ -34,27 +37,16 @@ class JobTokenUser:
         return self.username
 
 
-class JobTokenAuthentication(BaseAuthentication):
-    keyword = "JobToken"
-
-    def authenticate(self, request):
-        parts = get_authorization_header(request).split()
-        if not parts or parts[0].decode(errors="replace").lower() != self.keyword.lower():
-            return None
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed("Invalid job token header: expected 'JobToken <key>'.")
-        key = parts[1].decode(errors="replace")
-        token = JobToken.objects.select_related("job__cluster").filter(key_hash=JobToken.hash(key)).first()
-        if token is None:
-            raise exceptions.AuthenticationFailed("Invalid job token.")
-        if not token.is_valid():
-            raise exceptions.AuthenticationFailed(
-                f"This job token expired: its job ended more than {settings.JOB_TOKEN_GRACE_HOURS} hours ago."
-            )
-        return JobTokenUser(token.job), token
-
-    def authenticate_header(self, request):
-        return self.keyword
+def resolve_job_token(key: str) -> tuple[JobTokenUser, JobToken]:
+    """The job token ``key`` as DRF's ``(user, auth)``; ``AuthenticationFailed`` saying why when it is not valid."""
+    token = JobToken.objects.select_related("job__cluster").filter(key_hash=JobToken.hash(key)).first()
+    if token is None:
+        raise exceptions.AuthenticationFailed("Invalid job token.")
+    if not token.is_valid():
+        raise exceptions.AuthenticationFailed(
+            f"This job token expired: its job ended more than {settings.JOB_TOKEN_GRACE_HOURS} hours ago."
+        )
+    return JobTokenUser(token.job), token
 
 
 def token_job(request) -> Job | None:

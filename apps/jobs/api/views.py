@@ -1,20 +1,18 @@
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import exceptions, generics, permissions, status
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from ..authentication import JobTokenAuthentication, token_job
+from apps.core.api.authentication import JOB_API_AUTHENTICATION
+
+from ..authentication import token_job
 from ..filtersets import JobFilterSet
 from ..selectors import job_get_for_user, job_list_for_user, job_may_issue_token
 from ..services import JobEvent, job_event_apply, job_token_issue
 from .openapi import JobEventResponse, JobTokenResponse
 from .serializers import JobDetailSerializer, JobEventSerializer, JobListSerializer
-
-# Job tokens are accepted where code inside a job reads or writes its own job.
-JOB_API_AUTHENTICATION = [TokenAuthentication, JobTokenAuthentication, SessionAuthentication]
 
 
 class JobListView(generics.ListAPIView):

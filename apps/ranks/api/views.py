@@ -6,11 +6,11 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.api.authentication import JOB_API_AUTHENTICATION
 from apps.core.api.conditional import VARY, ProductVersion, product_response
 from apps.core.api.exceptions import ErrorItem, InputError, flatten_validation_detail
 from apps.core.api.params import parse_query
 from apps.core.api.parsers import BoundedFormParser, BoundedJSONParser, BoundedMultiPartParser
-from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 

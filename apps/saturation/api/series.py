@@ -14,10 +14,10 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.views import APIView
 
+from apps.core.api.authentication import JOB_API_AUTHENTICATION
 from apps.core.api.conditional import ConditionalProductMixin
 from apps.core.api.exceptions import InputError
 from apps.core.api.params import CommaListField, QueryIntegerField
-from apps.jobs.api.views import JOB_API_AUTHENTICATION
 
 from ..gpu_series import gpu_label, gpu_series, rounded
 from ..models import JobSaturation

@@ -11,10 +11,10 @@ from rest_framework import serializers
 from rest_framework.views import APIView
 
 from apps.core import heatmaps
+from apps.core.api.authentication import JOB_API_AUTHENTICATION
 from apps.core.api.conditional import ConditionalProductMixin, row_version
 from apps.core.api.exceptions import InputError
 from apps.core.api.params import CommaListField, QueryIntegerField
-from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 

@@ -15,9 +15,10 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.api.authentication import JobTokenAuthentication
 from apps.core.api.exceptions import ErrorItem, InputError
 from apps.core.api.params import CommaListField, JobRefField, QueryIntegerField, parse_query
-from apps.jobs.authentication import JobTokenAuthentication, token_job
+from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
 from .. import ingest

@@ -11,11 +11,11 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.core.api.authentication import JOB_API_AUTHENTICATION
 from apps.core.api.exceptions import ErrorItem, InputError
 from apps.core.api.params import BIGINT_MAX, QueryIntegerField, parse_query
 from apps.core.api.parsers import BoundedJSONParser
 from apps.core.api.permissions import IsStaff
-from apps.jobs.api.views import JOB_API_AUTHENTICATION
 from apps.jobs.authentication import token_job
 
 from .. import parsers, protocol as protocol_check
