@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from apps.core.gpu_colourings import register_gpu_colouring
 
-from .models import JobSaturation, JobSaturationStatusChoices
+from .choices import JobSaturationStatusChoices
+from .models import JobSaturation
 
 LIMITER_WORDS = {"tensor": "tensor cores", "fp64": "FP64 pipes", "fp32": "FP32 pipes", "fp16": "FP16 pipes",
                  "dram": "memory bandwidth (HBM)", "nvlink": "NVLink", "pcie": "PCIe", "c2c": "NVLink-C2C"}

@@ -24,7 +24,8 @@ from apps.core.numbers import clock, count, duration_words, z_words
 from apps.core.panels import Fact, Finding, PanelSummary
 
 from .figures import bands, utilisation_vs_saturation
-from .models import JobSaturation, JobSaturationStatusChoices as Status
+from .choices import JobSaturationStatusChoices as Status
+from .models import JobSaturation
 from .products import METRICS, SORTS, SaturationCube
 from .scoring import LIMITED_LABEL
 

@@ -1,4 +1,5 @@
 """Read queries of the saturation app."""
+from .choices import JobSaturationStatusChoices
 from .models import GpuModelCeiling, JobSaturation
 from .scoring import DEFAULT_MODEL, MODELS, GpuModel, model_for
 
@@ -6,7 +7,7 @@ from .scoring import DEFAULT_MODEL, MODELS, GpuModel, model_for
 def saturation_by_job(job_pks: list[int]) -> dict[int, JobSaturation]:
     """job pk -> its ready saturation result (score and flags), for job lists."""
     return {record.job_id: record for record in
-            JobSaturation.objects.filter(job_id__in=job_pks, status="ready").only("job_id", "score", "flags", "status")}
+            JobSaturation.objects.filter(job_id__in=job_pks, status=JobSaturationStatusChoices.STATUS_READY).only("job_id", "score", "flags", "status")}
 
 
 def gpu_models() -> dict[str, GpuModel]:

@@ -25,7 +25,8 @@ from apps.core.products import NOT_STARTED, product_window
 from apps.telemetry.backends.base import Query
 from apps.telemetry.store import telemetry_store
 
-from .models import JobSaturation, JobSaturationStatusChoices as Status
+from .choices import JobSaturationStatusChoices as Status
+from .models import JobSaturation
 from .products import (
     FIELDS_NEEDED, REASONS_FIELD, STATE_ARRAYS, SaturationCube, ScoredColumns, empty_columns, finish_scoring, score_columns,
     scoring_step,

@@ -20,7 +20,8 @@ from apps.core.models import TaskRun, TaskRunStatusChoices
 from apps.core.tasks import IDEMPOTENT, MAX_WORKER_LOSSES, hold_for_tests, stale_cutoff, task_run_begin
 from apps.telemetry.backends.base import TelemetryUnavailable
 
-from .models import JobSaturation, JobSaturationStatusChoices as Status
+from .choices import JobSaturationStatusChoices as Status
+from .models import JobSaturation
 
 
 def _scoring(task, job, run, score):

@@ -17,8 +17,9 @@ from apps.core.coverage import LAGGING, NONE, STALE, coverage
 from apps.core.numbers import clock, duration_words
 from apps.core.panels import Finding, Freshness, PanelSummary
 
+from .choices import JobTelemetryStatusChoices as Status
 from .fields import FIELDS, lookup
-from .models import JobTelemetry, JobTelemetryStatusChoices as Status
+from .models import JobTelemetry
 
 DEFAULT_HEATMAP_FIELD = 1002  # SM activity: busy SMs, the first thing to look at
 SOURCE = "GPU telemetry"

@@ -29,9 +29,11 @@ from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from apps.core.products import NOT_STARTED, product_window
+from apps.jobs.models import JobStateChoices
 
 from .backends.base import Query
-from .models import JobTelemetry, JobTelemetryStatusChoices as Status
+from .choices import JobTelemetryStatusChoices as Status
+from .models import JobTelemetry
 from .products import align_cube, build_cube, choose_step, extend_saved_cube, node_digest, read_head
 from .store import telemetry_store
 
@@ -244,7 +246,7 @@ def job_telemetry_update(job, report=_quiet) -> JobTelemetry:
 
 # -- ingestion: which jobs a batch reached --------------------------------------------------------------
 
-RUNNING_STATES = ("RUNNING", "COMPLETING", "SUSPENDED")
+RUNNING_STATES = (JobStateChoices.RUNNING, JobStateChoices.COMPLETING, JobStateChoices.SUSPENDED)
 _host_maps: dict[str, tuple[float, dict]] = {}
 _host_maps_lock = threading.Lock()
 

@@ -6,7 +6,8 @@ from apps.core.models import TaskRun
 from apps.core.tasks import IDEMPOTENT
 
 from .backends.base import TelemetryUnavailable
-from .models import JobTelemetry, JobTelemetryStatusChoices as Status
+from .choices import JobTelemetryStatusChoices as Status
+from .models import JobTelemetry
 
 #: The ingestion source of samples read from the nodes' DCGM host engines (as IngestBatch.source for posts).
 LIVE_DCGM_SOURCE = "dcgm-live"
@@ -111,11 +112,11 @@ def read_dcgm_live_task(job_pk: int) -> dict:
 @shared_task(name="telemetry.read_dcgm_live_running", **IDEMPOTENT)
 def read_dcgm_live_running_task() -> list[int]:
     """Fan out one live DCGM read per running job (only when TELEMETRY_DCGM_PORT is set)."""
-    from apps.jobs.models import Job
+    from apps.jobs.models import Job, JobStateChoices
 
     if not settings.TELEMETRY_DCGM_PORT:
         return []
-    ids = list(Job.objects.filter(state="RUNNING").exclude(node_list=[]).values_list("pk", flat=True)[:200])
+    ids = list(Job.objects.filter(state=JobStateChoices.RUNNING).exclude(node_list=[]).values_list("pk", flat=True)[:200])
     for job_pk in ids:
         read_dcgm_live_task.delay(job_pk)
     return ids

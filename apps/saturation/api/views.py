@@ -24,6 +24,7 @@ from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 from apps.telemetry.api.heatmap import HeatmapOptions, heatmap_options
 
+from ..choices import JobSaturationStatusChoices
 from ..models import JobSaturation
 from ..products import METRICS, SORTS, SaturationCube, gpu_table, heatmap_order, rebin, scaled_integers, series_table
 from ..scoring import DEFAULT_MODEL, MODELS
@@ -39,7 +40,7 @@ def _record(request, cluster, job_id) -> JobSaturation:
     if job is None:
         raise Http404
     record = JobSaturation.objects.filter(job=job).first()
-    if record is None or record.status != "ready":
+    if record is None or record.status != JobSaturationStatusChoices.STATUS_READY:
         state = record.get_status_display() if record else "not scored yet"
         if record and record.scoring_since:
             state += f"; scoring since {record.scoring_since:%Y-%m-%d %H:%M:%S} UTC"
@@ -74,7 +75,7 @@ def saturation_head(request, cluster, job_id) -> dict:
     if job is None:
         raise Http404
     head = JobSaturation.objects.filter(job=job).values(*_HEAD_FIELDS).first()
-    if head is None or head["status"] != "ready":
+    if head is None or head["status"] != JobSaturationStatusChoices.STATUS_READY:
         state = JobSaturation(**head).get_status_display() if head else "not scored yet"
         if head and head["scoring_since"]:
             state += f"; scoring since {head['scoring_since']:%Y-%m-%d %H:%M:%S} UTC"

@@ -2,6 +2,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.jobs.models import Job
+from apps.saturation.choices import JobSaturationStatusChoices
 from apps.saturation.models import JobSaturation
 from apps.saturation.panel import LIMITER_WORDS
 
@@ -31,7 +32,7 @@ class Command(BaseCommand):
         write = self.stdout.write
         write(f"Job {cluster}/{job.display_id} {job.name} ({job.user_name}, {job.account}), {job.state}, "
               f"{job.node_count or len(job.node_list or [])} nodes")
-        if record is None or record.status != "ready":
+        if record is None or record.status != JobSaturationStatusChoices.STATUS_READY:
             state = record.get_status_display() if record else "not scored yet (run with --score)"
             raise CommandError(f"no saturation result: {state}" + (f": {record.message}" if record and record.message else ""))
         if record.score is None:  # a limited score: utilisation only, no profiling fields
