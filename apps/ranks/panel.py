@@ -23,12 +23,12 @@ from apps.topology.selectors import topology_revision_latest
 
 from .findings import LINK, SOURCE, layout_words, ranks_summary
 from .rankmap import DIMENSION_LABELS, colour_note, colour_options, grid_selected, rank_figure
-from .ranktable import boundary_verdict, communicator_spans, pipeline_boundaries, stage_replica_grid
+from .ranktable import SPAN_KINDS, analyse_layout, boundary_verdict, stage_replica_grid
 from .selection import read_selections
 from .selectors import JobRanks, LayoutNoLongerFits, job_layout_get, job_ranks
 
 SELECTION_FIELDS = ("dp", "pp", "tp")  # the page's fields sel_dp, sel_pp, sel_tp
-SPAN_KINDS = ("tp", "pp", "dp", "cp", "ep", "mp")
+PANEL_SPAN_KINDS = tuple(kind for kind in SPAN_KINDS if kind != "dp-cp")  # the page leaves out the combined one
 MAX_GRID_COLUMNS = 64
 DEFAULT_COLOUR = "pp"
 
@@ -46,10 +46,9 @@ def _analysis(job) -> dict | None:
     ranks = job_ranks(job) if job.node_list else None  # LayoutNoLongerFits propagates, not cached
     value = None
     if ranks is not None:
-        layout, table = ranks.layout, ranks.table
-        spans = communicator_spans(table, {kind: layout.groups_array(kind) for kind in SPAN_KINDS})
-        value = {"ranks": ranks, "spans": [span for span in spans if span.size > 1],
-                 "boundaries": pipeline_boundaries(table, layout.groups_array("pp"))}
+        analysis = analyse_layout(ranks.layout, ranks.table, PANEL_SPAN_KINDS)
+        value = {"ranks": ranks, "spans": [span for span in analysis.spans if span.size > 1],
+                 "boundaries": analysis.boundaries}
     job._ranks_panel_analysis = {"value": value}
     return value
 

@@ -299,6 +299,25 @@ def pipeline_boundaries(table: RankTable, pp_groups) -> Boundaries:
     return Boundaries(table, first, second, classes, hops, unplaced)
 
 
+SPAN_KINDS = ("tp", "pp", "dp", "cp", "dp-cp", "ep", "mp")  # the communicators a layout summary looks at
+
+
+@dataclass(frozen=True)
+class LayoutAnalysis:
+    """Where a layout's communicators and pipeline boundaries fall on the hardware: what the layout
+    API answers and the job page's ranks panel shows."""
+
+    spans: list[CommunicatorSpan]
+    boundaries: Boundaries
+
+
+def analyse_layout(layout, table: RankTable, kinds: tuple[str, ...] = SPAN_KINDS) -> LayoutAnalysis:
+    """:func:`communicator_spans` of ``kinds`` and :func:`pipeline_boundaries` of ``layout`` (a
+    :class:`apps.ranks.layout.RankLayout`) placed by ``table``."""
+    spans = communicator_spans(table, {kind: layout.groups_array(kind) for kind in kinds})
+    return LayoutAnalysis(spans, pipeline_boundaries(table, layout.groups_array("pp")))
+
+
 def boundary_verdict(boundaries: Boundaries) -> str:
     """One sentence a user can act on: how many pipeline boundaries leave a group, with an example."""
     total = len(boundaries)

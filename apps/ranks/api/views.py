@@ -16,7 +16,7 @@ from apps.jobs.selectors import job_get_for_user
 
 from ..logparse import LogParseError, parse_megatron_log
 from ..panel import ColourUnavailable, figure_answer
-from ..ranktable import DIMENSIONS, boundary_verdict, communicator_spans, pipeline_boundaries
+from ..ranktable import DIMENSIONS, analyse_layout, boundary_verdict
 from ..selection import out_of_range
 from ..selectors import LayoutNoLongerFits, job_ranks
 from ..services import LayoutRefused, layout_set
@@ -65,10 +65,9 @@ def layout_body(job) -> dict:
     ranks = _job_ranks(job)
     if ranks is None:
         return {"layout": None}
-    stored, layout, table = ranks.stored, ranks.layout, ranks.table
-    kinds = ("tp", "pp", "dp", "cp", "dp-cp", "ep", "mp")
-    spans = communicator_spans(table, {kind: layout.groups_array(kind) for kind in kinds})
-    boundaries = pipeline_boundaries(table, layout.groups_array("pp"))
+    stored, table = ranks.stored, ranks.table
+    analysis = analyse_layout(ranks.layout, table)
+    spans, boundaries = analysis.spans, analysis.boundaries
     inter = boundaries.of_class("inter-group", limit=50)
     return {
         "layout": {"tp": stored.tp, "pp": stored.pp, "cp": stored.cp, "ep": stored.ep, "etp": stored.etp, "dp": stored.dp,
