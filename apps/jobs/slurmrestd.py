@@ -1,6 +1,6 @@
 """A small client for slurmrestd, Slurm's REST daemon: the jobs documents a sync needs.
 
-Pure: must not import django. Standard library only.
+Pure: must not import django. HTTP with httpx.
 
 ``SlurmRestClient(url)`` talks HTTP/1.1 to ``http://host:port``, ``https://host:port`` (the
 system's CA certificates; a path after the port is kept as a prefix, for a reverse proxy) or a
@@ -36,7 +36,6 @@ Things learnt from Slurm 22.05.8's slurmrestd (``openapi/v0.0.38`` and ``openapi
 """
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import re
@@ -44,6 +43,8 @@ import socket
 import ssl
 from datetime import datetime, timezone
 from urllib.parse import quote, urlencode, urlsplit
+
+import httpx
 
 __all__ = ["SlurmRestClient", "SlurmRestError"]
 
@@ -62,22 +63,11 @@ class SlurmRestError(RuntimeError):
         self.status = status
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    """HTTP over a Unix stream socket (the Host header says ``localhost``)."""
-
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self.timeout)
-            sock.connect(self.socket_path)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
+def _root_cause(exc: BaseException) -> BaseException:
+    """The error httpx (and httpcore under it) wrapped: ConnectionRefusedError, ssl.SSLError..."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__
+    return exc
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -166,13 +156,16 @@ class SlurmRestClient:
     # -----------------------------------------------------------------------------------------
     # HTTP
     # -----------------------------------------------------------------------------------------
-    def _connection(self) -> http.client.HTTPConnection:
+    def _client(self) -> httpx.Client:
+        """One connection's client: the Unix socket, or the host with the system's CA certificates
+        for https. Proxies from the environment are not used: slurmrestd is on the site's network."""
         if self.scheme == "unix":
-            return _UnixHTTPConnection(self.socket_path, self.timeout)
-        if self.scheme == "https":
-            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
-                                               context=ssl.create_default_context())
-        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            return httpx.Client(transport=httpx.HTTPTransport(uds=self.socket_path), base_url="http://localhost",
+                                timeout=self.timeout, trust_env=False)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        verify = ssl.create_default_context() if self.scheme == "https" else False
+        return httpx.Client(base_url=f"{self.scheme}://{host}" + (f":{self.port}" if self.port else ""),
+                            verify=verify, timeout=self.timeout, trust_env=False)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "belvedere-slurmrestd-client"}
@@ -195,34 +188,19 @@ class SlurmRestClient:
         target = self.prefix + quote(path)
         if query:
             target += "?" + urlencode(query)  # quotes ":" and "+", which 22.05 refuses unescaped
-        connection = self._connection()
         try:
-            try:
-                connection.request("GET", target, headers=self._headers())
-                response = connection.getresponse()
-                status, reason = response.status, response.reason
-                content_type = response.getheader("Content-Type", "")
-                raw = response.read()
-            except ConnectionRefusedError:
-                raise self._fail(path, "connection refused (is slurmrestd running and listening there?)") from None
-            except FileNotFoundError:
-                raise self._fail(path, f"no socket at {self.socket_path}") from None
-            except PermissionError:
-                what = f"permission denied on {self.socket_path}" if self.socket_path else "permission denied"
-                raise self._fail(path, what) from None
-            except (TimeoutError, socket.timeout):
-                raise self._fail(path, f"no answer within {self.timeout:g} s") from None
-            except socket.gaierror as exc:
-                raise self._fail(path, f"cannot resolve host {self.host!r} ({exc.strerror or exc})") from None
-            except ssl.SSLError as exc:
-                raise self._fail(path, f"TLS error: {_one_line(exc.reason or str(exc))}") from None
-            except http.client.HTTPException as exc:
-                raise self._fail(path, f"not a valid HTTP answer ({exc.__class__.__name__}: "
-                                       f"{_one_line(str(exc)) or 'no detail'})") from None
-            except OSError as exc:
-                raise self._fail(path, _one_line(exc.strerror or str(exc)) or exc.__class__.__name__) from None
-        finally:
-            connection.close()
+            with self._client() as client:
+                response = client.get(target, headers=self._headers())
+        except httpx.TimeoutException:
+            raise self._fail(path, f"no answer within {self.timeout:g} s") from None
+        except (httpx.ProtocolError, httpx.DecodingError) as exc:
+            raise self._fail(path, f"not a valid HTTP answer ({exc.__class__.__name__}: "
+                                   f"{_one_line(str(exc)) or 'no detail'})") from None
+        except httpx.TransportError as exc:
+            raise self._fail(path, self._unreachable(_root_cause(exc))) from None
+        status, reason = response.status_code, response.reason_phrase
+        content_type = response.headers.get("Content-Type", "")
+        raw = response.content
         body = raw.decode("utf-8", errors="replace")
         if status != 200:
             raise self._fail(path, f"HTTP {status} {reason}".rstrip() + f": {self._detail(body)}", status=status)
@@ -230,6 +208,22 @@ class SlurmRestClient:
             raise self._fail(path, f"the answer is not JSON (Content-Type {content_type or 'none'}): "
                                    f"{self._detail(body)}", status=status)
         return body
+
+    def _unreachable(self, cause: BaseException) -> str:
+        """Why the request did not reach slurmrestd, from the error under httpx's."""
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused (is slurmrestd running and listening there?)"
+        if isinstance(cause, FileNotFoundError):
+            return f"no socket at {self.socket_path}"
+        if isinstance(cause, PermissionError):
+            return f"permission denied on {self.socket_path}" if self.socket_path else "permission denied"
+        if isinstance(cause, socket.gaierror):
+            return f"cannot resolve host {self.host!r} ({cause.strerror or cause})"
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS error: {_one_line(cause.reason or str(cause))}"
+        if isinstance(cause, OSError):
+            return _one_line(cause.strerror or str(cause)) or cause.__class__.__name__
+        return _one_line(str(cause)) or cause.__class__.__name__
 
     @staticmethod
     def _detail(body: str) -> str:
