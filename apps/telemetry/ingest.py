@@ -54,6 +54,43 @@ class ParsedBatch:
         return self.rows - len(self.frame)
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What one caller may write: a job token's cluster, nodes and run time (None: anything). :func:`parse_batch`
+    applies it sample by sample (each refused sample is that row's error); :meth:`restrict` applies the same
+    rules to a table already parsed (imported text)."""
+
+    cluster: str | None = None
+    hosts: frozenset[str] | None = None
+    window: tuple[datetime, datetime] | None = None
+
+    def cluster_for(self, given: str) -> str:
+        """The cluster a sample lands in: the scope's (a job token's) over the one given."""
+        return self.cluster or given
+
+    def time_error(self, moment: datetime) -> str | None:
+        if self.window is not None and not self.window[0] <= moment <= self.window[1]:
+            return f"{moment:%Y-%m-%dT%H:%M:%SZ} is outside the job's run time"
+        return None
+
+    def host_error(self, host: str) -> str | None:
+        if self.hosts is not None and host not in self.hosts:
+            return f"{host} is not one of the job's nodes"
+        return None
+
+    def restrict(self, frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+        """The canonical ``frame``'s samples inside the scope, and a message counting those dropped ("" when none)."""
+        keep = pd.Series(True, index=frame.index)
+        if self.hosts is not None:
+            keep &= frame["host"].isin(self.hosts)
+        if self.window is not None:
+            keep &= frame["ts"].between(self.window[0], self.window[1])
+        dropped = int((~keep).sum())
+        if not dropped:
+            return frame, ""
+        return frame[keep], f"{dropped} samples are outside the job's nodes or run time and were dropped"
+
+
 # Limits of the streaming reader (the portal's settings pass their own; these are the defaults).
 MAX_DEPTH = 32  # a sample is an object in an array in {"samples": [...]}: depth 3
 MAX_LINE_BYTES = 64 * 1024  # one NDJSON sample is ~150 bytes
@@ -440,10 +477,9 @@ def parse_timestamp(value) -> datetime:
 
 def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, default_cluster: str = "",
                 max_age: timedelta = timedelta(days=400), max_ahead: timedelta = timedelta(minutes=10),
-                allowed_hosts: set[str] | None = None, window: tuple[datetime, datetime] | None = None,
-                cluster_override: str | None = None) -> ParsedBatch:
-    """Validate each sample; keep the good ones. ``allowed_hosts``/``window`` restrict a job token to
-    its own nodes and time; ``cluster_override`` pins the cluster (a job token's). ``samples`` may be
+                scope: Scope = Scope()) -> ParsedBatch:
+    """Validate each sample; keep the good ones. ``scope`` restricts a job token to its own nodes and time,
+    and pins the cluster to its job's. ``samples`` may be
     a stream (:func:`iter_samples`): it is read once, and only the first ``MAX_KEPT_ERRORS`` row
     errors are kept (all are counted in ``rows``)."""
     errors: list[RowError] = []
@@ -475,15 +511,15 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
             bad("ts", f"{moment:%Y-%m-%dT%H:%M:%SZ} is outside the accepted range "
                       f"{earliest:%Y-%m-%d} .. {latest:%Y-%m-%dT%H:%M}Z")
             continue
-        if window is not None and not window[0] <= moment <= window[1]:
-            bad("ts", f"{moment:%Y-%m-%dT%H:%M:%SZ} is outside the job's run time")
+        if (outside := scope.time_error(moment)) is not None:
+            bad("ts", outside)
             continue
         host = sample["host"]
         if not isinstance(host, str) or not HOSTNAME.match(host):
             bad("host", "host must be a host name (letters, digits, '.', '_', '-')")
             continue
-        if allowed_hosts is not None and host not in allowed_hosts:
-            bad("host", f"{host} is not one of the job's nodes")
+        if (elsewhere := scope.host_error(host)) is not None:
+            bad("host", elsewhere)
             continue
         gpu = sample["gpu"]
         if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu <= MAX_GPU_INDEX:
@@ -506,7 +542,7 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
         if not math.isfinite(value):
             bad("value", f"value must be a finite number, not {value}")
             continue
-        cluster = cluster_override or sample.get("cluster") or default_cluster
+        cluster = scope.cluster_for(sample.get("cluster") or default_cluster)
         if not isinstance(cluster, str) or not cluster or len(cluster) > 64:
             bad("cluster", "cluster must be given (in the sample or as ?cluster=) as a name of up to 64 characters")
             continue

@@ -9,15 +9,14 @@ Two ways to bring a job's cube up to date:
   after samples arrive: it reads only the buckets from the last partial one on (and from the earliest
   late sample, ``pending_from``), appends them to the saved cube and keeps everything before.
 
-Ingestion calls :func:`samples_arrived` after it stored a batch: it finds the running (or just ended)
-jobs whose nodes and run time the batch covers, records the last sample per source on each, and marks
-them dirty (apps.core.live).
+Ingestion: :func:`ingest_samples` stores a parsed batch (within the caller's :func:`ingest_scope`), records
+it and calls :func:`samples_arrived`, which finds the running (or just ended) jobs whose nodes and run time
+the batch covers (``selectors.jobs_touched``), records the last sample per source on each, and marks them
+dirty (apps.core.live).
 """
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -29,12 +28,13 @@ from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from apps.core.products import NOT_STARTED, product_window
-from apps.jobs.models import JobStateChoices
 
 from .backends.base import Query
 from .choices import JobTelemetryStatusChoices as Status
-from .models import JobTelemetry
+from .ingest import Scope
+from .models import IngestBatch, JobTelemetry
 from .products import align_cube, build_cube, choose_step, extend_saved_cube, node_digest, read_head
+from .selectors import jobs_touched
 from .store import telemetry_store
 
 logger = logging.getLogger(__name__)
@@ -43,8 +43,6 @@ logger = logging.getLogger(__name__)
 # record read before the store (that would undo a batch that arrived meanwhile).
 PRODUCT_FIELDS = ["status", "message", "attempts", "updated", "materialized", "window_start", "window_end",
                   "step_seconds", "gpus", "fields", "samples", "first_sample", "last_sample", "gpus_reporting", "product"]
-# Samples of a job that ended this long ago still refresh its products (collectors flush after the end).
-ENDED_RECENTLY = timedelta(hours=1)
 
 
 def _quiet(done, message=""):
@@ -244,78 +242,39 @@ def job_telemetry_update(job, report=_quiet) -> JobTelemetry:
     return record
 
 
-# -- ingestion: which jobs a batch reached --------------------------------------------------------------
+# -- ingestion: storing a batch -------------------------------------------------------------------------
 
-RUNNING_STATES = (JobStateChoices.RUNNING, JobStateChoices.COMPLETING, JobStateChoices.SUSPENDED)
-_host_maps: dict[str, tuple[float, dict]] = {}
-_host_maps_lock = threading.Lock()
-
-
-def host_map_seconds() -> float:
-    """How long a process reuses its map of host -> running jobs (default 10 s, ``JOB_REFRESH_HOST_MAP_SECONDS``):
-    a job that starts is found by batches at most this much later."""
-    return float(settings.JOB_REFRESH_HOST_MAP_SECONDS)
+# A job token may post for its job from a little before it started until a little after it ended.
+JOB_WINDOW_SLACK = timedelta(minutes=10)
 
 
-def forget_host_maps() -> None:
-    with _host_maps_lock:
-        _host_maps.clear()
+def ingest_scope(job) -> Scope:
+    """What a caller may write: anything without a job token; with one, its job's cluster, nodes and run
+    time (``Job.run_window`` from its submission while it waits) ± ``JOB_WINDOW_SLACK``."""
+    if job is None:
+        return Scope()
+    return Scope(cluster=job.cluster.name, hosts=frozenset(job.node_list or ()),
+                 window=job.run_window(slack=JOB_WINDOW_SLACK, from_submit=True))
 
 
-def _host_map(cluster: str) -> dict[str, list[tuple[int, datetime, datetime | None]]]:
-    """host -> [(job pk, start, end)] of the cluster's running jobs and of those that ended within the last
-    hour (found through their telemetry record's window, an indexed column: the jobs table has no index on
-    end times). Two indexed queries, then kept for :func:`host_map_seconds` in this process."""
-    from apps.jobs.models import Job
-
-    now = time.monotonic()
-    with _host_maps_lock:
-        cached = _host_maps.get(cluster)
-        if cached and cached[0] > now:
-            return cached[1]
-    moment = timezone.now()
-    columns = ("pk", "node_list", "start_time", "end_time")
-    rows = list(Job.objects.filter(cluster__name=cluster, state__in=RUNNING_STATES, start_time__isnull=False)
-                .values_list(*columns))
-    ended = (JobTelemetry.objects.filter(window_end__gte=moment - ENDED_RECENTLY - timedelta(hours=1),
-                                         job__cluster__name=cluster, job__end_time__gte=moment - ENDED_RECENTLY,
-                                         job__start_time__isnull=False)
-             .values_list(*(f"job__{c}" if c != "pk" else "job_id" for c in columns)))
-    seen = {row[0] for row in rows}
-    rows += [row for row in ended if row[0] not in seen]
-    mapping: dict[str, list] = {}
-    for pk, nodes, start, end in rows:
-        for host in nodes or ():
-            mapping.setdefault(str(host), []).append((pk, start, end))
-    with _host_maps_lock:
-        _host_maps[cluster] = (now + host_map_seconds(), mapping)
-    return mapping
+def ingest_samples(frame: pd.DataFrame, errors: list[dict], *, source: str, sender: str, nbytes: int, rows: int,
+                   created_by=None) -> IngestBatch:
+    """Store a batch of canonical samples, record it (:class:`IngestBatch`: who sent it, what was kept and
+    rejected, the first errors) and tell the jobs it reached (:func:`samples_arrived`). ``rows``: samples
+    read, kept or not. The store's TelemetryUnavailable propagates before anything is recorded."""
+    if len(frame):
+        telemetry_store().write(frame)
+    batch = IngestBatch.objects.create(
+        sender=sender[:200], source=source, cluster=frame["cluster"].iloc[0] if len(frame) else "",
+        hosts=frame["host"].nunique() if len(frame) else 0, accepted=len(frame), rejected=rows - len(frame),
+        bytes=nbytes, first_errors=list(errors[:10]), created_by=created_by)
+    if len(frame):
+        # The jobs this batch reached refresh their products within seconds (apps/core/live.py).
+        samples_arrived(frame, source)
+    return batch
 
 
-def jobs_touched(frame: pd.DataFrame) -> dict[int, tuple[datetime, datetime]]:
-    """{job pk: (first, last sample time)} for the jobs whose nodes and run time the canonical ``frame``
-    covers (only the samples inside each job's run time count)."""
-    if frame is None or not len(frame):
-        return {}
-    spans = frame.groupby(["cluster", "host"], observed=True, sort=False)["ts"].agg(["min", "max"])
-    touched: dict[int, tuple[datetime, datetime]] = {}
-    for (cluster, host), low, high in zip(spans.index, spans["min"], spans["max"]):
-        for pk, start, end in _host_map(str(cluster)).get(str(host), ()):
-            if high < start or (end is not None and low > end):
-                continue
-            first, last = low, high
-            if low < start or (end is not None and high > end):  # the host ran something else too: exact times
-                mine = frame["ts"][(frame["cluster"] == cluster) & (frame["host"] == host) & (frame["ts"] >= start)
-                                   & ((frame["ts"] <= end) if end is not None else True)]
-                if mine.empty:
-                    continue
-                first, last = mine.min(), mine.max()
-            first, last = pd.Timestamp(first).to_pydatetime(), pd.Timestamp(last).to_pydatetime()
-            if pk in touched:
-                first, last = min(first, touched[pk][0]), max(last, touched[pk][1])
-            touched[pk] = (first, last)
-    return touched
-
+# -- ingestion: the jobs a batch reached (found by selectors.jobs_touched) -----------------------------
 
 def samples_arrived(frame: pd.DataFrame, source: str) -> list[int]:
     """After a batch of canonical samples was stored: record on each job it reached the first and last

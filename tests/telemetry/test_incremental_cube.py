@@ -18,7 +18,8 @@ from apps.telemetry.backends.base import DEFAULT_STATS
 from apps.telemetry.backends.embedded import EmbeddedBackend
 from apps.telemetry.models import JobTelemetry
 from apps.telemetry.products import CHUNK_BUCKETS, JobCube, read_head
-from apps.telemetry.services import forget_host_maps, job_telemetry_refresh, job_telemetry_update, samples_arrived
+from apps.telemetry.selectors import forget_host_maps
+from apps.telemetry.services import job_telemetry_refresh, job_telemetry_update, samples_arrived
 from apps.telemetry.store import reset_telemetry_stores, telemetry_store
 
 from .contract import synthetic

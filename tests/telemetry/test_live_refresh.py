@@ -22,7 +22,8 @@ from apps.core.models import TaskRun
 from apps.telemetry.backends.base import Query
 from apps.telemetry.models import JobTelemetry
 from apps.telemetry.products import JobCube
-from apps.telemetry.services import forget_host_maps, job_telemetry_refresh
+from apps.telemetry.selectors import forget_host_maps
+from apps.telemetry.services import job_telemetry_refresh
 from apps.telemetry.store import reset_telemetry_stores, telemetry_store
 
 from .contract import synthetic

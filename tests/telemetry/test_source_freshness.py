@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from apps.telemetry.models import JobTelemetry
-from apps.telemetry.services import forget_host_maps, job_telemetry_refresh, samples_arrived
+from apps.telemetry.selectors import forget_host_maps
+from apps.telemetry.services import job_telemetry_refresh, samples_arrived
 
 from .contract import synthetic
 

@@ -1,7 +1,6 @@
 """Telemetry API: post samples, import dcgmi dmon / dcgm-exporter text, read series back."""
 import math
 from contextlib import contextmanager
-from datetime import timedelta
 
 from django.conf import settings
 from django.http import Http404
@@ -22,16 +21,13 @@ from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
 from .. import ingest
-from ..backends.base import DEFAULT_STATS, STATS, Query, TelemetryUnavailable
+from ..backends.base import STATS, Query, TelemetryUnavailable
 from ..fields import field_ids
-from ..models import IngestBatch
-from ..services import samples_arrived
-from ..store import telemetry_store
+from ..selectors import job_series_scope, read_series
+from ..services import ingest_samples, ingest_scope
 from .openapi import IngestResponse, SeriesResponse
 
 TELEMETRY_AUTHENTICATION = [TokenAuthentication, JobTokenAuthentication, SessionAuthentication]
-# A job token may post for its job from a little before it started until a little after it ended.
-JOB_WINDOW_SLACK = timedelta(minutes=10)
 
 
 class RawBodyParser(BaseParser):
@@ -87,30 +83,19 @@ def _batch_errors():
         raise InputError(str(exc)) from exc
 
 
-def _scope(request):
-    """(cluster override, allowed hosts, time window, sender) for the caller."""
+def _sender(request) -> str:
     job = token_job(request)
-    if job is None:
-        return None, None, None, request.user.get_username()
-    start = (job.start_time or job.submit_time or timezone.now()) - JOB_WINDOW_SLACK
-    end = (job.end_time or timezone.now()) + JOB_WINDOW_SLACK
-    return job.cluster.name, set(job.node_list or []), (start, end), f"job {job.cluster.name}/{job.job_id}"
+    return f"job {job.cluster.name}/{job.job_id}" if job is not None else request.user.get_username()
 
 
-def _store_and_record(request, frame, errors, *, source, sender, nbytes, rows):
-    if len(frame):
-        try:
-            telemetry_store().write(frame)
-        except TelemetryUnavailable as exc:
-            raise InputError(str(exc), status_code=503) from exc
-    batch = IngestBatch.objects.create(
-        sender=sender[:200], source=source, cluster=frame["cluster"].iloc[0] if len(frame) else "",
-        hosts=frame["host"].nunique() if len(frame) else 0, accepted=len(frame), rejected=rows - len(frame),
-        bytes=nbytes, first_errors=[e for e in errors[:10]],
-        created_by=request.user if getattr(request.user, "is_authenticated", False) and token_job(request) is None else None)
-    if len(frame):
-        # The jobs this batch reached refresh their products within seconds (apps/core/live.py).
-        samples_arrived(frame, source)
+def _store_and_record(request, frame, errors, *, source, nbytes, rows):
+    """Hand the batch to :func:`ingest_samples` and answer with what was kept; a batch with no good sample is a 400."""
+    job = token_job(request)
+    try:
+        batch = ingest_samples(frame, errors, source=source, sender=_sender(request), nbytes=nbytes, rows=rows,
+                               created_by=request.user if getattr(request.user, "is_authenticated", False) and job is None else None)
+    except TelemetryUnavailable as exc:
+        raise InputError(str(exc), status_code=503) from exc
     body = {"accepted": len(frame), "rejected": rows - len(frame), "batch": batch.pk,
             "errors": errors[:ingest.MAX_REPORTED_ERRORS], "errors_truncated": len(errors) > ingest.MAX_REPORTED_ERRORS}
     if rows and not len(frame):
@@ -192,14 +177,13 @@ class SampleIngestView(APIView):
     def post(self, request):
         body = _raw_body(request)
         params = parse_query(request, SampleIngestParams)
-        cluster, hosts, window, sender = _scope(request)
         with _batch_errors():
             samples = ingest.iter_samples(_body_pieces(request, body, limit=settings.TELEMETRY_MAX_UNPACKED_BYTES),
                                           request.content_type, max_samples=settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST)
             parsed = ingest.parse_batch(samples, now=timezone.now(), default_cluster=params.get("cluster", ""),
-                                        allowed_hosts=hosts, window=window, cluster_override=cluster)
+                                        scope=ingest_scope(token_job(request)))
         return _store_and_record(request, parsed.frame, [e.as_dict() for e in parsed.errors], source="samples",
-                                 sender=sender, nbytes=len(body), rows=parsed.rows)
+                                 nbytes=len(body), rows=parsed.rows)
 
 
 class SeriesView(APIView):
@@ -212,38 +196,37 @@ class SeriesView(APIView):
     def get(self, request):
         params = parse_query(request, SeriesParams)
         start, end, step = params.get("start"), params.get("end"), params.get("step")
-        hosts = params.get("host") or None
-        cluster = params.get("cluster")
+        hosts, cluster = params.get("host") or None, params.get("cluster")
         if "job" in params:
-            ref = params["job"]
-            job = job_get_for_user(request.user, ref.cluster, ref.job_id, token_job(request))
+            job = job_get_for_user(request.user, params["job"].cluster, params["job"].job_id, token_job(request))
             if job is None:
                 raise Http404
             cluster = job.cluster.name
-            job_hosts = list(job.node_list or [])
-            hosts = [h for h in (hosts or job_hosts) if h in set(job_hosts)]
-            start = max(start, job.start_time) if start and job.start_time else (start or job.start_time or job.submit_time)
-            end = min(end, job.end_time) if end and job.end_time else (end or job.end_time or timezone.now())
+            hosts, start, end = job_series_scope(job, hosts=hosts, start=start, end=end)
         elif not (request.user.is_authenticated and request.user.is_staff and token_job(request) is None):
             raise InputError("give job=<cluster>/<job_id> (a job you may see); only staff may read hosts directly",
                              [ErrorItem(message="required", field="job")], status_code=400)
         if not start or not end or end <= start:
             raise InputError("start and end (ISO 8601) are needed, with end after start",
                              [ErrorItem(message="required", field="start")])
-        query = Query(start=start, end=end, cluster=cluster, hosts=tuple(hosts) if hosts else None,
+        query = Query(start=start, end=end, cluster=cluster, hosts=None if hosts is None else tuple(hosts),
                       gpus=tuple(params.get("gpu") or ()) or None, fields=tuple(params.get("field") or ()) or None)
         try:
-            store = telemetry_store()
-            frame = store.aggregate(query, step, tuple(params.get("stats") or DEFAULT_STATS)) if step else store.read(query)
+            frame = read_series(query, step, params.get("stats"))
         except TelemetryUnavailable as exc:
             raise InputError(str(exc), status_code=503) from exc
-        limit = settings.TELEMETRY_MAX_SERIES_ROWS
-        truncated = len(frame) > limit
-        frame = frame.head(limit)
-        time_column = "bucket" if step else "ts"
-        frame = frame.assign(**{time_column: frame[time_column].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
-        return Response({"start": start.isoformat(), "end": end.isoformat(), "step": step,
-                         "columns": list(frame.columns), "rows": frame.to_numpy().tolist(), "truncated": truncated})
+        return Response(_series_body(frame, start=start, end=end, step=step))
+
+
+def _series_body(frame, *, start, end, step) -> dict:
+    """The answer: at most TELEMETRY_MAX_SERIES_ROWS rows, times as ISO text."""
+    limit = settings.TELEMETRY_MAX_SERIES_ROWS
+    truncated = len(frame) > limit
+    frame = frame.head(limit)
+    time_column = "bucket" if step else "ts"
+    frame = frame.assign(**{time_column: frame[time_column].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
+    return {"start": start.isoformat(), "end": end.isoformat(), "step": step,
+            "columns": list(frame.columns), "rows": frame.to_numpy().tolist(), "truncated": truncated}
 
 
 class FormatIsOurs(DefaultContentNegotiation):
@@ -281,8 +264,8 @@ class ImportView(APIView):
         except UnicodeDecodeError as exc:
             raise InputError(f"the body is not UTF-8 text (byte {exc.start})") from exc
         del data
-        cluster, hosts, window, sender = _scope(request)
-        cluster = cluster or params.get("cluster", "")
+        scope = ingest_scope(token_job(request))
+        cluster = scope.cluster_for(params.get("cluster", ""))
         if not cluster:
             raise InputError("give cluster=<name> for imported text", [ErrorItem(message="required", field="cluster")])
         try:
@@ -297,16 +280,9 @@ class ImportView(APIView):
         if result.samples > settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST:
             raise InputError(f"{result.samples:,} samples in one request; at most "
                              f"{settings.TELEMETRY_MAX_SAMPLES_PER_REQUEST:,} (send smaller batches)", status_code=413)
-        frame = result.frame
         errors = [dict(error) for error in result.errors]
-        if hosts is not None or window is not None:
-            allowed = frame["host"].isin(hosts) if hosts is not None else True
-            inside = frame["ts"].between(window[0], window[1]) if window is not None else True
-            keep = allowed & inside
-            if not bool(keep.all()):
-                errors.append({"line": None, "column": None,
-                               "message": f"{int((~keep).sum())} samples are outside the job's nodes or run time and were dropped"})
-                frame = frame[keep]
-        dropped = result.samples - len(frame)
-        return _store_and_record(request, frame, errors, source=kind, sender=sender, nbytes=len(body),
-                                 rows=len(frame) + len(result.errors) + dropped)
+        frame, dropped = scope.restrict(result.frame)  # the same rules parse_batch applies per sample
+        if dropped:
+            errors.append({"line": None, "column": None, "message": dropped})
+        return _store_and_record(request, frame, errors, source=kind, nbytes=len(body),
+                                 rows=result.samples + len(result.errors))

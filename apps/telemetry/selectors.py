@@ -1,0 +1,119 @@
+"""Reads of the telemetry app: which jobs a batch of samples reached (ingestion's host map), and a series of
+samples or bucket statistics from the store for the API.
+
+Writes live in :mod:`apps.telemetry.services`; the transport (``api/views.py``) validates parameters and
+calls one of each.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta
+
+import pandas as pd
+from django.conf import settings
+from django.utils import timezone
+
+from apps.jobs.models import JobStateChoices
+
+from .backends.base import DEFAULT_STATS, Query
+from .models import JobTelemetry
+from .store import telemetry_store
+
+# Samples of a job that ended this long ago still refresh its products (collectors flush after the end).
+ENDED_RECENTLY = timedelta(hours=1)
+
+# -- ingestion: which jobs a batch reached --------------------------------------------------------------
+
+RUNNING_STATES = (JobStateChoices.RUNNING, JobStateChoices.COMPLETING, JobStateChoices.SUSPENDED)
+_host_maps: dict[str, tuple[float, dict]] = {}
+_host_maps_lock = threading.Lock()
+
+
+def host_map_seconds() -> float:
+    """How long a process reuses its map of host -> running jobs (default 10 s, ``JOB_REFRESH_HOST_MAP_SECONDS``):
+    a job that starts is found by batches at most this much later."""
+    return float(settings.JOB_REFRESH_HOST_MAP_SECONDS)
+
+
+def forget_host_maps() -> None:
+    with _host_maps_lock:
+        _host_maps.clear()
+
+
+def _host_map(cluster: str) -> dict[str, list[tuple[int, datetime, datetime | None]]]:
+    """host -> [(job pk, start, end)] of the cluster's running jobs and of those that ended within the last
+    hour (found through their telemetry record's window, an indexed column: the jobs table has no index on
+    end times). Two indexed queries, then kept for :func:`host_map_seconds` in this process."""
+    from apps.jobs.models import Job
+
+    now = time.monotonic()
+    with _host_maps_lock:
+        cached = _host_maps.get(cluster)
+        if cached and cached[0] > now:
+            return cached[1]
+    moment = timezone.now()
+    columns = ("pk", "node_list", "start_time", "end_time")
+    rows = list(Job.objects.filter(cluster__name=cluster, state__in=RUNNING_STATES, start_time__isnull=False)
+                .values_list(*columns))
+    ended = (JobTelemetry.objects.filter(window_end__gte=moment - ENDED_RECENTLY - timedelta(hours=1),
+                                         job__cluster__name=cluster, job__end_time__gte=moment - ENDED_RECENTLY,
+                                         job__start_time__isnull=False)
+             .values_list(*(f"job__{c}" if c != "pk" else "job_id" for c in columns)))
+    seen = {row[0] for row in rows}
+    rows += [row for row in ended if row[0] not in seen]
+    mapping: dict[str, list] = {}
+    for pk, nodes, start, end in rows:
+        for host in nodes or ():
+            mapping.setdefault(str(host), []).append((pk, start, end))
+    with _host_maps_lock:
+        _host_maps[cluster] = (now + host_map_seconds(), mapping)
+    return mapping
+
+
+def jobs_touched(frame: pd.DataFrame) -> dict[int, tuple[datetime, datetime]]:
+    """{job pk: (first, last sample time)} for the jobs whose nodes and run time the canonical ``frame``
+    covers (only the samples inside each job's run time count)."""
+    if frame is None or not len(frame):
+        return {}
+    spans = frame.groupby(["cluster", "host"], observed=True, sort=False)["ts"].agg(["min", "max"])
+    touched: dict[int, tuple[datetime, datetime]] = {}
+    for (cluster, host), low, high in zip(spans.index, spans["min"], spans["max"]):
+        for pk, start, end in _host_map(str(cluster)).get(str(host), ()):
+            if high < start or (end is not None and low > end):
+                continue
+            first, last = low, high
+            if low < start or (end is not None and high > end):  # the host ran something else too: exact times
+                mine = frame["ts"][(frame["cluster"] == cluster) & (frame["host"] == host) & (frame["ts"] >= start)
+                                   & ((frame["ts"] <= end) if end is not None else True)]
+                if mine.empty:
+                    continue
+                first, last = mine.min(), mine.max()
+            first, last = pd.Timestamp(first).to_pydatetime(), pd.Timestamp(last).to_pydatetime()
+            if pk in touched:
+                first, last = min(first, touched[pk][0]), max(last, touched[pk][1])
+            touched[pk] = (first, last)
+    return touched
+
+
+# -- the series API --------------------------------------------------------------------------------------
+
+def job_series_scope(job, *, hosts, start: datetime | None, end: datetime | None, now: datetime | None = None):
+    """(hosts, start, end) of a series read for ``job``: the hosts asked for among the job's nodes (all of them
+    when none is asked, none when no node asked for is the job's: never another job's node), and the window
+    asked for within the job's run time (``Job.run_window``; from its start, to its end or now when not given)."""
+    now = now or timezone.now()
+    job_hosts = list(job.node_list or ())
+    allowed = set(job_hosts)
+    chosen = tuple(host for host in (hosts or job_hosts) if host in allowed)
+    run_start, run_end = job.run_window(now, from_submit=True, open_end=True)
+    start = max(start, run_start) if start else run_start
+    end = min(end, run_end) if end and run_end else (end or run_end or now)
+    return chosen, start, end
+
+
+def read_series(query: Query, step: int | None = None, stats=None) -> pd.DataFrame:
+    """Raw samples of ``query``, or per-bucket ``stats`` (default count/mean/min/max) when ``step`` is given.
+    The store's TelemetryUnavailable propagates."""
+    store = telemetry_store()
+    return store.aggregate(query, step, tuple(stats or DEFAULT_STATS)) if step else store.read(query)
