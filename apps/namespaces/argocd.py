@@ -16,12 +16,11 @@ guess. Plain Python: no Django.
 """
 from __future__ import annotations
 
-import json
 import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
+
+import httpx
 
 
 class ArgoUnavailable(RuntimeError):
@@ -135,31 +134,46 @@ def worst(apps: list[AppStatus]) -> tuple[str, str]:
     return sync, health
 
 
+def _reason(exc: BaseException) -> str:
+    """What stopped the request: the OS's or TLS's own words under httpx's error when there are some."""
+    cause = exc
+    while cause.__cause__ is not None or cause.__context__ is not None:
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError) and cause.strerror:
+        return cause.strerror
+    return str(cause) or str(exc) or exc.__class__.__name__
+
+
 class ArgoClient:
     def __init__(self, url: str, token: str, *, verify: bool = True, timeout: float = 10.0):
         self.url, self.token, self.verify, self.timeout = url.rstrip("/"), token, verify, timeout
 
     def _get(self, path: str) -> dict:
-        request = urllib.request.Request(f"{self.url}{path}", headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"})
-        context = None if self.verify else ssl._create_unverified_context()  # noqa: S323 - a site's own choice for a private CA
+        # The system's CA certificates, or none at all: a site's own choice for a private CA.
+        verify = ssl.create_default_context() if self.verify else False
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=context) as response:  # noqa: S310 - staff-configured URL
-                return json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as exc:
-            try:
-                body = json.loads(exc.read() or b"{}")
-            except ValueError:
-                body = {}
-            if exc.code == 404 or body.get("code") == 5:
-                raise ArgoNotFound(parse_error(body)) from exc
-            if exc.code == 403 or body.get("code") == 7:
-                raise ArgoUnavailable(f"Argo CD at {self.url} refused: {parse_error(body)} (give the token a role that may get "
-                                      f"applications of this project)") from exc
-            if exc.code == 401 or body.get("code") == 16:
-                raise ArgoUnavailable(f"Argo CD at {self.url} does not accept the token (ARGOCD_TOKEN): {parse_error(body)}") from exc
-            raise ArgoUnavailable(f"Argo CD at {self.url} answered {exc.code}: {parse_error(body)}") from exc
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise ArgoUnavailable(f"Argo CD at {self.url} is unreachable: {getattr(exc, 'reason', exc)}") from exc
+            response = httpx.get(f"{self.url}{path}", headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
+                                 verify=verify, timeout=self.timeout, follow_redirects=True)
+        except httpx.HTTPError as exc:
+            raise ArgoUnavailable(f"Argo CD at {self.url} is unreachable: {_reason(exc)}") from exc
+        try:
+            body = response.json() if response.content else {}
+        except ValueError as exc:
+            if response.is_success:
+                raise ArgoUnavailable(f"Argo CD at {self.url} is unreachable: {exc}") from exc
+            body = {}
+        if response.is_success:
+            return body
+        body = body if isinstance(body, dict) else {}
+        code = response.status_code
+        if code == 404 or body.get("code") == 5:
+            raise ArgoNotFound(parse_error(body))
+        if code == 403 or body.get("code") == 7:
+            raise ArgoUnavailable(f"Argo CD at {self.url} refused: {parse_error(body)} (give the token a role that may get "
+                                  f"applications of this project)")
+        if code == 401 or body.get("code") == 16:
+            raise ArgoUnavailable(f"Argo CD at {self.url} does not accept the token (ARGOCD_TOKEN): {parse_error(body)}")
+        raise ArgoUnavailable(f"Argo CD at {self.url} answered {code}: {parse_error(body)}")
 
     def application(self, name: str, project: str) -> AppStatus:
         path = f"/api/v1/applications/{urllib.parse.quote(name, safe='')}?project={urllib.parse.quote(project, safe='')}"
