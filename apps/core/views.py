@@ -10,7 +10,7 @@ from django.views.generic import TemplateView
 
 from apps.accounts.selectors import project_list_for_user
 
-from .health import readiness_report
+from .readiness import readiness_report
 from .models import Heartbeat, TaskRun
 
 

@@ -7,9 +7,9 @@ class TelemetryConfig(AppConfig):
     verbose_name = "Telemetry"
 
     def ready(self):
-        from apps.core.health import register_readiness_check
+        from apps.core.readiness import register_readiness_check
 
-        from .health import check_telemetry_store
+        from .readiness import check_telemetry_store
 
         register_readiness_check("telemetry", check_telemetry_store)
 

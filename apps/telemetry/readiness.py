@@ -1,6 +1,6 @@
 """Readiness of the telemetry store, reported on /readyz (informational: pages without GPU charts
 keep working when the store is down)."""
-from apps.core.health import STATUS_OK, STATUS_WARN, CheckResult
+from apps.core.readiness import STATUS_OK, STATUS_WARN, CheckResult
 
 from .backends.base import TelemetryUnavailable
 from .store import telemetry_store

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from apps.core.numbers import clock, count, quantity
 
-from .health import LEVEL, STATE_WORDS
+from .node_states import LEVEL, STATE_WORDS
 from .protocol import EVAL_TYPES, parse_rate
 
 WINDOW = timedelta(days=7)  # how far before the start a check still describes the node

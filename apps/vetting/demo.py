@@ -184,7 +184,7 @@ def build(context: DemoContext) -> dict:
     outcome = rules_evaluate(now=now)
     # A staff member already acted: the hot node was drained and is in repair. That drain is planted history (a dry run
     # changes no state), so it goes through a backend that asks no Slurm and says so in the event's output.
-    from .actions import SlurmNodeActions
+    from .scontrol import SlurmNodeActions
 
     planted = SlurmNodeActions(lambda command, timeout: "demo history, planted by manage.py demo: no Slurm was asked", dry_run=False)
     for host, steps in ((hot, (("drain", "GPU 2 at 71 °C idle, three weeks running"), ("repair", "RMA: thermal pad on GPU 2"))),):

@@ -7,7 +7,7 @@ and user of its run so that every filter of the history page is one index range 
 from django.db import models
 from django.db.models import Q
 
-from .health import STAFF_ACTIONS, STATE_WORDS, STATES
+from .node_states import STAFF_ACTIONS, STATE_WORDS, STATES
 from .records import KINDS, OUTCOMES
 from .rules import ACTIONS, KIND_PARAMS, SEVERITIES
 

@@ -6,7 +6,7 @@
 Rules only ever *raise* a node's state (healthy or returned → suspect → drain recommended); they
 never drain, resume or clear a node. Staff acknowledge, drain, send to repair, return and clear, each
 with a reason. Draining and returning can run ``scontrol`` through the action backend
-(``actions.py``); a node is only ever returned to service by Belvedere when Belvedere drained it.
+(``scontrol.py``); a node is only ever returned to service by Belvedere when Belvedere drained it.
 
 Plain Python: no Django.
 """

@@ -172,7 +172,7 @@ VETTING_LABEL_COLOURS = {"failed vetting (7 days)": "#e57373", "passed vetting (
 def vetting_labels(days: int = 7) -> tuple[dict[str, str], dict[str, str]]:
     """host -> label for colouring the topology (health state first, then the last ``days`` of results),
     and the colours those labels mean."""
-    from .health import STATE_WORDS
+    from .node_states import STATE_WORDS
 
     labels = {host: f"{outcome} vetting ({days} days)" for host, outcome in recent_outcomes(days).items()}
     labels.update({host: STATE_WORDS[state] for host, state in node_states().items()})

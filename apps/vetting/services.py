@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from apps.core.bulk import insert_rows
 
-from .actions import ActionRefused, SlurmNodeActions
-from .health import RULE_ACTIONS, STATE_WORDS, TransitionError, rule_target, staff_target
+from .scontrol import ActionRefused, SlurmNodeActions
+from .node_states import RULE_ACTIONS, STATE_WORDS, TransitionError, rule_target, staff_target
 from .models import NodeHealth, NodeHealthEvent, Recommendation, RecommendationStatus, Rule, RuleVersion, VettingResult, VettingRun
 from .records import BAD_OUTCOMES, Run
 from .rules import BUILT_IN_RULES, HISTORY_COLUMNS, RuleSpec, check_rule, empty_history, evaluate

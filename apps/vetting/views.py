@@ -12,10 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.generic import TemplateView
 
-from .actions import ActionRefused
+from .scontrol import ActionRefused
 from .figures import failures_heatmap, node_timeline
 from .filtersets import VettingResultFilterSet
-from .health import STATE_WORDS, STATES, TransitionError, allowed_actions
+from .node_states import STATE_WORDS, STATES, TransitionError, allowed_actions
 from .models import KIND_CHOICES, NodeHealth, Rule, VettingRun
 from .protocol import validate_protocol
 from .records import BAD_OUTCOMES, OUTCOMES

@@ -124,8 +124,8 @@ def test_an_ended_job_is_read_once_more_after_its_end_and_then_left_alone(job, s
 
 
 def test_readyz_reports_the_telemetry_store_without_failing_the_portal(store, settings, tmp_path):
-    from apps.core import health
-    from apps.telemetry.health import check_telemetry_store
+    from apps.core import readiness as health
+    from apps.telemetry.readiness import check_telemetry_store
     from apps.telemetry.store import reset_telemetry_stores
 
     assert check_telemetry_store().status == "ok"

@@ -2,8 +2,8 @@
 tests/vetting/test_slurm_drain.py)."""
 import pytest
 
-from apps.vetting.actions import ActionRefused, SlurmNodeActions, parse_node_line
-from apps.vetting.health import TransitionError, allowed_actions, rule_target, staff_target
+from apps.vetting.scontrol import ActionRefused, SlurmNodeActions, parse_node_line
+from apps.vetting.node_states import TransitionError, allowed_actions, rule_target, staff_target
 
 LINE = ("NodeName=node2 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 CPULoad=0.10 AvailableFeatures=(null) "
         "ActiveFeatures=(null) Gres=(null) NodeAddr=localhost NodeHostName=localhost Version=22.05.8 OS=Linux 6.1.0 "

@@ -11,7 +11,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from apps.core.panels import job_panels
-from apps.vetting.actions import SlurmNodeActions
+from apps.vetting.scontrol import SlurmNodeActions
 from apps.vetting.assessment import AFTER, BEFORE, DURING, CheckResult, NodeState, assess, evidence
 from apps.vetting.panel import context, summary
 from apps.vetting.records import Result, Run

@@ -8,8 +8,8 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from apps.vetting.actions import SlurmNodeActions
-from apps.vetting.health import TransitionError
+from apps.vetting.scontrol import SlurmNodeActions
+from apps.vetting.node_states import TransitionError
 from apps.vetting.models import NodeHealth, NodeHealthEvent, Recommendation, Rule, RuleVersion
 from apps.vetting.records import Result, Run
 from apps.vetting.services import node_act, recommendation_resolve, rule_save, rules_evaluate, run_store

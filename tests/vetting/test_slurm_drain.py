@@ -2,7 +2,7 @@
 drain carries its reason; a node someone else drained is never returned by Belvedere."""
 import pytest
 
-from apps.vetting.actions import ActionRefused, SlurmNodeActions
+from apps.vetting.scontrol import ActionRefused, SlurmNodeActions
 from apps.vetting.models import NodeHealth, NodeHealthEvent
 from apps.vetting.services import node_act
 

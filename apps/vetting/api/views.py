@@ -19,9 +19,9 @@ from apps.core.api.permissions import IsStaff
 from apps.jobs.authentication import token_job
 
 from .. import parsers, protocol as protocol_check
-from ..actions import ActionRefused
+from ..scontrol import ActionRefused
 from ..filtersets import VettingResultFilterSet
-from ..health import TransitionError
+from ..node_states import TransitionError
 from ..models import NodeHealth, NodeHealthEvent, Recommendation, Rule
 from ..records import ParseError
 from ..selectors import job_visibility, open_recommendations, restrict_private_filters, results_for_user, runs_for_user
