@@ -16,11 +16,11 @@ from django.utils import timezone
 
 from apps.core.bulk import insert_rows
 
-from .scontrol import ActionRefused, SlurmNodeActions
-from .node_states import RULE_ACTIONS, STATE_WORDS, TransitionError, rule_target, staff_target
 from .models import NodeHealth, NodeHealthEvent, Recommendation, RecommendationStatus, Rule, RuleVersion, VettingResult, VettingRun
+from .node_states import RULE_ACTIONS, STATE_WORDS, TransitionError, rule_target, staff_target
 from .records import BAD_OUTCOMES, Run
 from .rules import BUILT_IN_RULES, HISTORY_COLUMNS, RuleSpec, check_rule, empty_history, evaluate
+from .scontrol import ActionRefused, SlurmNodeActions
 
 log = logging.getLogger(__name__)
 ACTIVE = (RecommendationStatus.OPEN, RecommendationStatus.ACKNOWLEDGED)

@@ -12,14 +12,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.generic import TemplateView
 
-from .scontrol import ActionRefused
 from .figures import failures_heatmap, node_timeline
 from .filtersets import VettingResultFilterSet
-from .node_states import STATE_WORDS, STATES, TransitionError, allowed_actions
 from .models import KIND_CHOICES, NodeHealth, Rule, VettingRun
+from .node_states import STATE_WORDS, STATES, TransitionError, allowed_actions
 from .protocol import validate_protocol
 from .records import BAD_OUTCOMES, OUTCOMES
 from .rules import KIND_PARAMS
+from .scontrol import ActionRefused
 from .selectors import (failure_rates, failures_by_node_and_day, history_page, job_visibility, job_visible,
                         node_timeline as timeline_rows,
                         open_recommendations, repeat_offenders, restrict_private_filters, results_for_user, triage_nodes)

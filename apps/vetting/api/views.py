@@ -19,11 +19,11 @@ from apps.core.api.permissions import IsStaff
 from apps.jobs.authentication import token_job
 
 from .. import parsers, protocol as protocol_check
-from ..scontrol import ActionRefused
 from ..filtersets import VettingResultFilterSet
-from ..node_states import TransitionError
 from ..models import NodeHealth, NodeHealthEvent, Recommendation, Rule
+from ..node_states import TransitionError
 from ..records import ParseError
+from ..scontrol import ActionRefused
 from ..selectors import job_visibility, open_recommendations, restrict_private_filters, results_for_user, runs_for_user
 from ..services import (ActionFailed, IngestRefused, RuleInvalid, node_act, protocol_hash, recommendation_resolve, rule_save,
                         rules_ensure_built_in, run_store, run_target)
