@@ -29,11 +29,12 @@ def assessment(job):
     cached = job.__dict__.get(_CACHE)
     if cached is None:
         now = timezone.now()
-        start = job.start_time or now
-        rows = job_vetting_rows(job, start=start, end=job.end_time, now=now, window=WINDOW)
-        cached = (assess(job.node_list, start=start, end=job.end_time if job.start_time else None, now=now,
+        ran = job.run_window(now, open_end=True)  # a job not started is judged as if it started now
+        start, end = ran or (now, None)
+        rows = job_vetting_rows(job, start=start, end=end, now=now, window=WINDOW)
+        cached = (assess(job.node_list, start=start, end=end, now=now,
                          latest_before=rows["latest_before"], bad=rows["bad"], states=rows["states"],
-                         checked_since=rows["checked_since"] if job.start_time else 0), rows["runs"])
+                         checked_since=rows["checked_since"] if ran else 0), rows["runs"])
         job.__dict__[_CACHE] = cached
     return cached
 

@@ -55,12 +55,14 @@ def results_for_user(user) -> QuerySet[VettingResult]:
     if job is None:
         return VettingResult.objects.all()
     own = Q(run__job=job) | Q(run__job__isnull=True, run__cluster_id=job.cluster_id, run__job_id_number=job.job_id)
-    if job.start_time is None or not job.node_list:  # not started: no nodes yet
+    window = job.run_window(open_end=True)
+    if window is None or not job.node_list:  # not started: no nodes yet
         return VettingResult.objects.filter(own)
-    during = Q(host__in=list(job.node_list), time__gte=job.start_time) & (
+    start, end = window
+    during = Q(host__in=list(job.node_list), time__gte=start) & (
         Q(job_id_number__isnull=True) | Q(job_id_number=job.job_id, run__cluster_id=job.cluster_id))
-    if job.end_time is not None:
-        during &= Q(time__lte=job.end_time)
+    if end is not None:
+        during &= Q(time__lte=end)
     return VettingResult.objects.filter(own | during)
 
 
