@@ -1,14 +1,22 @@
 """One filter set for the job list page and GET /api/v1/jobs/."""
 import django_filters
-from django.db.models import F
+
+from apps.core.job_columns import job_columns
+from apps.core.ordering import NullsLastOrderingFilter
 
 from .models import Job, JobStateChoices
 
-SORTABLE = {
-    "submitted": "submit_time", "started": "start_time", "ended": "end_time", "job": "job_id", "nodes": "node_count",
-    "state": "state", "user": "user_name", "account": "account", "name": "name", "partition": "partition",
-    "saturation": "saturation__score",
-}
+# field -> the ``ordering`` parameter's key (the job list's column names)
+ORDERING = [
+    ("submit_time", "submitted"), ("start_time", "started"), ("end_time", "ended"), ("job_id", "job"),
+    ("node_count", "nodes"), ("state", "state"), ("user_name", "user"), ("account", "account"), ("name", "name"),
+    ("partition", "partition"),
+]
+
+
+def registered_ordering() -> list[tuple[str, str]]:
+    """Sort keys of the columns higher apps add to the job list (apps.core.job_columns), e.g. saturation."""
+    return [(column.order_by, column.key) for column in job_columns() if column.order_by]
 
 
 class JobFilterSet(django_filters.FilterSet):
@@ -23,7 +31,8 @@ class JobFilterSet(django_filters.FilterSet):
     min_nodes = django_filters.NumberFilter(field_name="node_count", lookup_expr="gte", label="At least N nodes")
     max_nodes = django_filters.NumberFilter(field_name="node_count", lookup_expr="lte", label="At most N nodes")
     q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", label="Name contains")
-    ordering = django_filters.CharFilter(method="filter_ordering", label="Sort by (submitted, started, ended, job, nodes, state, user, ...; '-' for descending)")
+    ordering = NullsLastOrderingFilter(fields=ORDERING, more_fields=registered_ordering, tie_break=["-job_id"],
+                                       label="Sort by (submitted, started, ended, job, nodes, state, user, ...; '-' for descending)")
 
     class Meta:
         model = Job
@@ -34,11 +43,3 @@ class JobFilterSet(django_filters.FilterSet):
         if not hostname or "," in hostname:
             return queryset.none()
         return queryset.filter(node_search__contains=f",{hostname},")
-
-    def filter_ordering(self, queryset, name, value):
-        descending = value.startswith("-")
-        field = SORTABLE.get(value.lstrip("-"))
-        if field is None:
-            return queryset
-        expression = F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True)
-        return queryset.order_by(expression, "-job_id")

@@ -10,17 +10,16 @@ from django.views.decorators.http import require_GET
 from django.views.generic import TemplateView
 
 from apps.core.api.conditional import ProductVersion, product_response
+from apps.core.job_columns import job_columns
 from apps.core.panels import job_panel, job_panels
 
-from .filtersets import SORTABLE, JobFilterSet
+from .filtersets import JobFilterSet
 from .models import JobStateChoices
 from .pagecache import cached_first_screen, panel_html
 from .selectors import job_get_for_user, job_list_for_user
+from .tables import JobTable
 
 PAGE_SIZE = 50
-COLUMNS = [("job", "Job"), ("name", "Name"), ("user", "User"), ("account", "Account"), ("state", "State"),
-           ("nodes", "Nodes"), ("submitted", "Submitted"), ("started", "Started"), ("ended", "Ended"),
-           ("saturation", "Saturation")]
 
 
 class JobListView(TemplateView):
@@ -40,30 +39,17 @@ class JobListView(TemplateView):
         if not params.get("ordering"):
             jobs = jobs.order_by("-submit_time", "-job_id")
         page = Paginator(jobs, PAGE_SIZE).get_page(request.GET.get("page"))
-        # The saturation app builds on jobs: ask it for this page's scores only (one query).
-        from apps.saturation.selectors import saturation_by_job
-
-        results = saturation_by_job([job.pk for job in page.object_list])
-        for job in page.object_list:
-            job.saturation_result = results.get(job.pk)
         ordering = params.get("ordering", "-submitted")
-
-        def sort_link(key: str) -> str:
-            query = params.copy()
-            query["ordering"] = key if ordering != key else f"-{key}"
-            query.pop("page", None)
-            return "?" + query.urlencode()
-
+        # Columns higher apps registered (the saturation score) load this page's values in one call each.
+        table = JobTable(list(page.object_list), columns=job_columns(), order_by=ordering)
         without_page = params.copy()
         without_page.pop("page", None)
         context.update(
             filterset=filterset,
             page=page,
+            table=table,
             scope=scope,
             ordering=ordering,
-            columns=[{"key": key, "label": label, "link": sort_link(key),
-                      "sorted": "ascending" if ordering == key else "descending" if ordering == f"-{key}" else "none"}
-                     for key, label in COLUMNS if key in SORTABLE],
             query_without_page=without_page.urlencode(),
             states=JobStateChoices.choices,
             selected_states=params.getlist("state"),
