@@ -171,8 +171,9 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
             return (series_figure(None, group_by=group_by, stat=stat, labels=labels)[0],
                     "Choose one of your jobs: you may plot the nodes of your own and your projects' jobs (staff: any nodes).")
         hosts = tuple(job.node_list or ())
-        start = max(start, job.start_time) if job.start_time else start
-        end = min(end, job.end_time) if job.end_time else end
+        ran = job.run_window(open_end=True)
+        if ran is not None:  # the window asked for, within the job's run time
+            start, end = max(start, ran[0]), (min(end, ran[1]) if ran[1] else end)
         if end <= start:
             return series_figure(None, group_by=group_by, stat=stat, labels=labels)[0], "The job did not run in this window."
     step = max(int(product.definition.get("explorer", {}) and product.definition["explorer"].get("step", 60) or 60),
