@@ -11,17 +11,17 @@ GPUs, running jobs, clusters). A source that cannot be read gives an ``Observati
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import httpx
 import pandas as pd
 from django.apps import apps as django_apps
 from django.conf import settings
 from django.core.exceptions import FieldDoesNotExist, FieldError
 from django.db.models import Max
 
+from apps.core.http_errors import reason
 from apps.telemetry.backends.base import Query, TelemetryUnavailable
 from apps.telemetry.fields import FIELDS
 from apps.telemetry.store import telemetry_store
@@ -330,14 +330,29 @@ def values_at(document, path: str) -> list:
     return [node for node in nodes if node is not None]
 
 
+MAX_API_ANSWER = 8 * 1024 * 1024  # bytes read from a JSON API; a longer answer is cut and so not JSON
+
+
+def _read_json(url: str) -> object:
+    """The JSON document at ``url`` (a URL staff declared); :class:`SourceProblem` saying why it cannot be read."""
+    try:
+        with httpx.stream("GET", url, headers={"Accept": "application/json"}, timeout=settings.CATALOG_API_TIMEOUT,
+                          follow_redirects=True) as response:
+            if not response.is_success:
+                raise SourceProblem(f"{url} cannot be read: {response.reason_phrase or f'HTTP {response.status_code}'}")
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) >= MAX_API_ANSWER:
+                    break
+        return json.loads(bytes(body[:MAX_API_ANSWER]) or b"null")
+    except (httpx.HTTPError, ValueError) as exc:
+        raise SourceProblem(f"{url} cannot be read: {reason(exc)}") from exc
+
+
 def _api(product: dict, now: datetime) -> Observation:
     source = product["source"]
-    request = urllib.request.Request(source["url"], headers={"Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=settings.CATALOG_API_TIMEOUT) as response:  # noqa: S310 - a URL staff declared
-            document = json.loads(response.read(8 * 1024 * 1024) or b"null")
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise SourceProblem(f"{source['url']} cannot be read: {getattr(exc, 'reason', exc)}") from exc
+    document = _read_json(source["url"])
     times = pd.to_datetime(pd.Series(values_at(document, source["time_path"])), utc=True, errors="coerce").dropna()
     if times.empty:
         return Observation(newest=pd.Series(dtype="object"), notes=[f"no time at {source['time_path']} in the answer"])

@@ -46,6 +46,8 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 
+from apps.core.http_errors import root_cause
+
 __all__ = ["SlurmRestClient", "SlurmRestError"]
 
 NOTHING_FOUND = 9003  # slurmdbd's "Nothing found with query" (ESLURM_REST_EMPTY_RESULT)
@@ -61,13 +63,6 @@ class SlurmRestError(RuntimeError):
     def __init__(self, message: str, *, status: int | None = None):
         super().__init__(message)
         self.status = status
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The error httpx (and httpcore under it) wrapped: ConnectionRefusedError, ssl.SSLError..."""
-    while exc.__cause__ is not None or exc.__context__ is not None:
-        exc = exc.__cause__ or exc.__context__
-    return exc
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -197,7 +192,7 @@ class SlurmRestClient:
             raise self._fail(path, f"not a valid HTTP answer ({exc.__class__.__name__}: "
                                    f"{_one_line(str(exc)) or 'no detail'})") from None
         except httpx.TransportError as exc:
-            raise self._fail(path, self._unreachable(_root_cause(exc))) from None
+            raise self._fail(path, self._unreachable(root_cause(exc))) from None
         status, reason = response.status_code, response.reason_phrase
         content_type = response.headers.get("Content-Type", "")
         raw = response.content

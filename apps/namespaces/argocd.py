@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from apps.core.http_errors import reason
+
 
 class ArgoUnavailable(RuntimeError):
     """Argo CD could not be asked; the message says which address and why."""
@@ -134,16 +136,6 @@ def worst(apps: list[AppStatus]) -> tuple[str, str]:
     return sync, health
 
 
-def _reason(exc: BaseException) -> str:
-    """What stopped the request: the OS's or TLS's own words under httpx's error when there are some."""
-    cause = exc
-    while cause.__cause__ is not None or cause.__context__ is not None:
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(cause, OSError) and not isinstance(cause, ssl.SSLError) and cause.strerror:
-        return cause.strerror
-    return str(cause) or str(exc) or exc.__class__.__name__
-
-
 class ArgoClient:
     def __init__(self, url: str, token: str, *, verify: bool = True, timeout: float = 10.0):
         self.url, self.token, self.verify, self.timeout = url.rstrip("/"), token, verify, timeout
@@ -155,7 +147,7 @@ class ArgoClient:
             response = httpx.get(f"{self.url}{path}", headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
                                  verify=verify, timeout=self.timeout, follow_redirects=True)
         except httpx.HTTPError as exc:
-            raise ArgoUnavailable(f"Argo CD at {self.url} is unreachable: {_reason(exc)}") from exc
+            raise ArgoUnavailable(f"Argo CD at {self.url} is unreachable: {reason(exc)}") from exc
         try:
             body = response.json() if response.content else {}
         except ValueError as exc:
