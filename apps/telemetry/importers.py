@@ -136,128 +136,154 @@ def parse_dcgmi_dmon(text: str, *, host: str, cluster: str = "", start=None, int
     if not any(line.strip() for line in lines):
         raise ValueError("empty input: paste the output of `dcgmi dmon -e <field ids>`")
     start_ts = _utc(start, "start") if start is not None else None
-
-    errors: list[dict] = []
-    notes: list[dict] = []
-    dcgmi_messages: list[dict] = []
-    reported_tags: set[str] = set()
-    header: _Header | None = None
-    skipped = 0
-    data_rows = 0
-    tick = 0
-    seen: set[tuple[str, str]] = set()
-    rows = _new_rows()
-    ticks: list[int | None] = []  # tick index per sample, None where the row had its own time
-    untimed_rows = 0
-
+    reader = _DmonReader(host)
     for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        stamp = None
-        match = _TS_PREFIX.match(raw)
-        body = raw
-        if match:
-            try:
-                stamp = _utc(match.group(1), "timestamp")
-            except ValueError:
-                stamp = None
-            else:
-                body = raw[match.end():]
+        if raw.strip():
+            reader.read(number, raw)
+    rows = reader.finish(start_ts, interval_s)
+    return ImportResult(_frame(rows, cluster), reader.errors, reader.skipped, len(lines), reader.notes)
+
+
+def _split_time_prefix(raw: str) -> tuple[pd.Timestamp | None, str]:
+    """(the line's own time, the rest) when a wrapper put an ISO-8601 time in front, else (None, line)."""
+    match = _TS_PREFIX.match(raw)
+    if match:
+        try:
+            return _utc(match.group(1), "timestamp"), raw[match.end():]
+        except ValueError:
+            pass
+    return None, raw
+
+
+def _gpu_index(text: str) -> int | None:
+    try:
+        index = int(text)
+    except ValueError:
+        return None
+    return index if index >= 0 else None
+
+
+class _DmonReader:
+    """The state of reading dmon output line by line: the current header, the tick, the rows so far."""
+
+    def __init__(self, host: str):
+        self.host = host
+        self.errors: list[dict] = []
+        self.notes: list[dict] = []
+        self.dcgmi_messages: list[dict] = []
+        self.reported_tags: set[str] = set()
+        self.header: _Header | None = None
+        self.skipped = 0
+        self.data_rows = 0
+        self.untimed_rows = 0
+        self.tick = 0
+        self.seen: set[tuple[str, str]] = set()  # entities of the current tick
+        self.rows = _new_rows()
+        self.ticks: list[int | None] = []  # tick index per sample, None where the row had its own time
+
+    def read(self, number: int, raw: str) -> None:
+        stamp, body = _split_time_prefix(raw)
         body = body.lstrip(" \t")
         tokens = body.split()
         first = tokens[0]
-
         if first == "#Entity":
-            spans = list(re.finditer(r"\S+", body))[1:]
-            tags = [span.group() for span in spans]
-            field_ids = []
-            for tag in tags:
-                known = fields.by_dmon_tag(tag)
-                field_ids.append(known.id if known else None)
-                if known is None and tag not in reported_tags:
-                    reported_tags.add(tag)
-                    errors.append(_error(number, tag, f"unknown dmon field tag {tag!r} (not in the DCGM field "
-                                                      "registry): column skipped"))
-            header = _Header(number, tags, [span.start() for span in spans], field_ids)
-            if seen:  # dmon repeats the header between ticks
-                tick += 1
-                seen = set()
-            continue
-        if first == "ID" and header is not None:
-            continue  # units line
-        if body.startswith(_DMON_TRAILER):
-            notes.append(_error(number, None, "dmon was stopped by a signal (Ctrl-C); the output ends there"))
-            continue
-        if first == "GPU" or first in _OTHER_ENTITIES:
-            if header is None:
-                errors.append(_error(number, None, "row before any '#Entity' header line: cannot tell its columns; "
-                                                   "row skipped"))
-                continue
-            entity = (first, tokens[1] if len(tokens) > 1 else "")
-            if entity in seen:
-                tick += 1
-                seen = set()
-            seen.add(entity)
-            data_rows += 1
-            if first != "GPU":
-                skipped += sum(1 for field_id in header.field_ids if field_id is not None)
-                continue
-            try:
-                gpu = int(entity[1])
-                if gpu < 0:
-                    raise ValueError
-            except ValueError:
-                name = " ".join(entity).strip()
-                errors.append(_error(number, None, f"entity {name!r} is not 'GPU <index>': row skipped"))
-                continue
-            cells = _dmon_cells(body, tokens, header)
-            if isinstance(cells, str):
-                errors.append(_error(number, None, cells + ": row skipped"))
-                continue
-            if stamp is None:
-                untimed_rows += 1
-            for tag, field_id, cell in zip(header.tags, header.field_ids, cells):
-                if field_id is None:
-                    continue
-                if cell in ("", "N/A"):
-                    skipped += 1
-                    continue
-                if not _NUMBER.fullmatch(cell):
-                    hint = " (cut short by dcgmi: the value is wider than its column)" if cell.endswith("...") else ""
-                    if len(cell.split()) > 1:
-                        message = f"{tag}: {cell!r} does not line up with the header columns; value skipped"
-                    else:
-                        message = f"{tag}: {cell!r} is not a number{hint}; value skipped, rest of the row kept"
-                    errors.append(_error(number, tag, message))
-                    continue
-                rows["ts"].append(stamp)
-                ticks.append(None if stamp is not None else tick)
-                rows["host"].append(host)
-                rows["gpu"].append(gpu)
-                rows["uuid"].append("")
-                rows["field"].append(field_id)
-                rows["value"].append(float(cell))
-            continue
-        if _DCGMI_ERROR.search(body):
+            self._header_line(number, body)
+        elif first == "ID" and self.header is not None:
+            pass  # units line
+        elif body.startswith(_DMON_TRAILER):
+            self.notes.append(_error(number, None, "dmon was stopped by a signal (Ctrl-C); the output ends there"))
+        elif first == "GPU" or first in _OTHER_ENTITIES:
+            self._entity_row(number, body, tokens, stamp)
+        elif _DCGMI_ERROR.search(body):
             entry = _error(number, None, f"dcgmi reported: {body.strip()}")
-            errors.append(entry)
-            dcgmi_messages.append(entry)
-            continue
-        errors.append(_error(number, None, f"not a dcgmi dmon line: {body.strip()[:80]!r}; skipped"))
+            self.errors.append(entry)
+            self.dcgmi_messages.append(entry)
+        else:
+            self.errors.append(_error(number, None, f"not a dcgmi dmon line: {body.strip()[:80]!r}; skipped"))
 
-    if dcgmi_messages and (header is None or data_rows == 0):
-        reported = dcgmi_messages[0]
-        raise ValueError(f"dcgmi dmon printed no data: line {reported['line']}: {reported['message']}")
-    if header is None:
-        raise ValueError("no '#Entity' header line found: this is not `dcgmi dmon` output (expected a line like "
-                         "'#Entity   GRACT   SMACT ...' followed by rows like 'GPU 0   0.512 ...')")
-    if untimed_rows and start_ts is None:
-        raise ValueError("dcgmi dmon rows carry no time: pass start= (the UTC time of the first row, e.g. "
-                         "start='2026-03-02T09:15:00Z') and interval_s= (the -d delay in seconds)")
-    if start_ts is not None:
-        step = pd.Timedelta(interval_s, unit="s")
-        rows["ts"] = [stamp if k is None else start_ts + k * step for stamp, k in zip(rows["ts"], ticks)]
-    return ImportResult(_frame(rows, cluster), errors, skipped, len(lines), notes)
+    def _next_tick(self) -> None:
+        self.tick += 1
+        self.seen = set()
+
+    def _header_line(self, number: int, body: str) -> None:
+        """``#Entity TAG TAG ...``: the columns from here on, each matched to a registry field by its tag."""
+        spans = list(re.finditer(r"\S+", body))[1:]
+        tags = [span.group() for span in spans]
+        field_ids = []
+        for tag in tags:
+            known = fields.by_dmon_tag(tag)
+            field_ids.append(known.id if known else None)
+            if known is None and tag not in self.reported_tags:
+                self.reported_tags.add(tag)
+                self.errors.append(_error(number, tag, f"unknown dmon field tag {tag!r} (not in the DCGM field "
+                                                       "registry): column skipped"))
+        self.header = _Header(number, tags, [span.start() for span in spans], field_ids)
+        if self.seen:  # dmon repeats the header between ticks
+            self._next_tick()
+
+    def _entity_row(self, number: int, body: str, tokens: list[str], stamp: pd.Timestamp | None) -> None:
+        """``GPU 0  0.512 ...`` (or another entity's row, counted and skipped): a tick ends when an entity repeats."""
+        header = self.header
+        if header is None:
+            self.errors.append(_error(number, None, "row before any '#Entity' header line: cannot tell its columns; "
+                                                    "row skipped"))
+            return
+        entity = (tokens[0], tokens[1] if len(tokens) > 1 else "")
+        if entity in self.seen:
+            self._next_tick()
+        self.seen.add(entity)
+        self.data_rows += 1
+        if entity[0] != "GPU":
+            self.skipped += sum(1 for field_id in header.field_ids if field_id is not None)
+            return
+        gpu = _gpu_index(entity[1])
+        if gpu is None:
+            name = " ".join(entity).strip()
+            self.errors.append(_error(number, None, f"entity {name!r} is not 'GPU <index>': row skipped"))
+            return
+        cells = _dmon_cells(body, tokens, header)
+        if isinstance(cells, str):
+            self.errors.append(_error(number, None, cells + ": row skipped"))
+            return
+        if stamp is None:
+            self.untimed_rows += 1
+        for tag, field_id, cell in zip(header.tags, header.field_ids, cells):
+            if field_id is not None:
+                self._value(number, tag, field_id, cell, gpu, stamp)
+
+    def _value(self, number: int, tag: str, field_id: int, cell: str, gpu: int, stamp: pd.Timestamp | None) -> None:
+        if cell in ("", "N/A"):
+            self.skipped += 1
+            return
+        if not _NUMBER.fullmatch(cell):
+            hint = " (cut short by dcgmi: the value is wider than its column)" if cell.endswith("...") else ""
+            if len(cell.split()) > 1:
+                message = f"{tag}: {cell!r} does not line up with the header columns; value skipped"
+            else:
+                message = f"{tag}: {cell!r} is not a number{hint}; value skipped, rest of the row kept"
+            self.errors.append(_error(number, tag, message))
+            return
+        for column, value in (("ts", stamp), ("host", self.host), ("gpu", gpu), ("uuid", ""), ("field", field_id),
+                              ("value", float(cell))):
+            self.rows[column].append(value)
+        self.ticks.append(None if stamp is not None else self.tick)
+
+    def finish(self, start_ts: pd.Timestamp | None, interval_s: float) -> dict[str, list]:
+        """The rows with every untimed tick's time; ValueError when the output as a whole cannot be used."""
+        if self.dcgmi_messages and (self.header is None or self.data_rows == 0):
+            reported = self.dcgmi_messages[0]
+            raise ValueError(f"dcgmi dmon printed no data: line {reported['line']}: {reported['message']}")
+        if self.header is None:
+            raise ValueError("no '#Entity' header line found: this is not `dcgmi dmon` output (expected a line like "
+                             "'#Entity   GRACT   SMACT ...' followed by rows like 'GPU 0   0.512 ...')")
+        if self.untimed_rows and start_ts is None:
+            raise ValueError("dcgmi dmon rows carry no time: pass start= (the UTC time of the first row, e.g. "
+                             "start='2026-03-02T09:15:00Z') and interval_s= (the -d delay in seconds)")
+        rows = self.rows
+        if start_ts is not None:
+            step = pd.Timedelta(interval_s, unit="s")
+            rows["ts"] = [stamp if k is None else start_ts + k * step for stamp, k in zip(rows["ts"], self.ticks)]
+        return rows
 
 
 def _dmon_cells(body: str, tokens: list[str], header: _Header) -> list[str] | str:
