@@ -242,6 +242,34 @@ def _job_id(entry: dict) -> int:
     return job_id
 
 
+def _state_reason(reason) -> str:
+    return text(reason) if reason not in (None, "None") else ""
+
+
+def _described(entry: dict, *, user: str, command, comment: str, working_directory) -> dict:
+    """The fields both documents spell the same way, and those derived from the command and comment."""
+    return {
+        "name": text(entry.get("name")), "user": text(entry.get(user)), "account": text(entry.get("account")),
+        "partition": text(entry.get("partition")), "qos": text(entry.get("qos")),
+        "working_directory": text(working_directory, 1000), "command": command, "comment": comment,
+        "environment": environment_of(command, comment),
+    }
+
+
+def _grouping(array_job_id, array_task_id, array_task_string, het_job_id, het_offset) -> dict:
+    """Array and heterogeneous-job membership; a task id or offset only counts with its parent job id."""
+    array_job_id, het_job_id = number(array_job_id) or None, number(het_job_id) or None
+    return {
+        "array_job_id": array_job_id, "array_task_id": number(array_task_id) if array_job_id else None,
+        "array_task_string": text(array_task_string),
+        "het_job_id": het_job_id, "het_offset": number(het_offset) if het_job_id else None,
+    }
+
+
+def _placed(nodes: str, node_count) -> dict:
+    return {"nodes": nodes, "node_list": expand_nodes(nodes), "node_count": number(node_count)}
+
+
 def _squeue_job(entry: dict, cluster: str) -> SlurmJob:
     job_id = _job_id(entry)
     nodes = text(entry.get("nodes"), MAX_TEXT)
@@ -250,40 +278,25 @@ def _squeue_job(entry: dict, cluster: str) -> SlurmJob:
     # For pending and running jobs squeue's end_time is the projected end (start + time limit)
     # and exit_code a placeholder 0: neither is a fact yet.
     return_code, signal = exit_code_of(entry.get("exit_code")) if not active else (None, None)
-    array_job_id = number(entry.get("array_job_id")) or None
-    het_job_id = number(entry.get("het_job_id")) or None
     command = text(entry.get("command"), MAX_TEXT)
-    comment = text(entry.get("comment"), MAX_TEXT)
     return SlurmJob(
         cluster=cluster,
         job_id=job_id,
         state=state,
-        name=text(entry.get("name")),
-        user=text(entry.get("user_name")),
-        account=text(entry.get("account")),
-        partition=text(entry.get("partition")),
-        qos=text(entry.get("qos")),
-        state_reason=text(entry.get("state_reason")) if entry.get("state_reason") not in (None, "None") else "",
-        array_job_id=array_job_id,
-        array_task_id=number(entry.get("array_task_id")) if array_job_id else None,
-        array_task_string=text(entry.get("array_task_string")),
-        het_job_id=het_job_id,
-        het_offset=number(entry.get("het_job_offset")) if het_job_id else None,
+        state_reason=_state_reason(entry.get("state_reason")),
+        **_grouping(entry.get("array_job_id"), entry.get("array_task_id"), entry.get("array_task_string"),
+                    entry.get("het_job_id"), entry.get("het_job_offset")),
         submit_time=timestamp(entry.get("submit_time")),
         start_time=timestamp(entry.get("start_time")),
         end_time=None if active else timestamp(entry.get("end_time")),
         time_limit_minutes=number(entry.get("time_limit")),
-        nodes=nodes,
-        node_list=expand_nodes(nodes),
-        node_count=number(entry.get("node_count")),
+        **_placed(nodes, entry.get("node_count")),
         tasks=number(entry.get("tasks")),
         gpus=gpus_from_tres(entry.get("tres_alloc_str"), entry.get("tres_req_str"), entry.get("tres_per_job"), entry.get("tres_per_node")),
         exit_code=return_code,
         signal=signal,
-        working_directory=text(entry.get("current_working_directory"), 1000),
-        command=command,
-        comment=comment,
-        environment=environment_of(command, comment),
+        **_described(entry, user="user_name", command=command, comment=text(entry.get("comment"), MAX_TEXT),
+                     working_directory=entry.get("current_working_directory")),
     )
 
 
@@ -318,44 +331,29 @@ def _sacct_job(entry: dict, cluster: str) -> SlurmJob:
         # a job that exited 3 (see tests/jobs/data/README.md): a zero beside a failed state is
         # not evidence, so leave the code unknown and keep what squeue or the epilog said.
         return_code = None
-    array_job_id = number(array.get("job_id")) or None
-    het_job_id = number(het.get("job_id")) or None
     tres = entry.get("tres") or {}
     allocated = ",".join(f"{item.get('type')}/{item.get('name')}={item.get('count')}" if item.get("name") else f"{item.get('type')}={item.get('count')}"
                          for item in (tres.get("allocated") or []) if isinstance(item, dict))
-    comment = text(entry.get("comment"), MAX_TEXT)
     command = text(entry.get("submit_line") or entry.get("command"), MAX_TEXT)
     limit = time.get("limit")
+    state_detail = entry.get("state")
     return SlurmJob(
         cluster=text(entry.get("cluster")) or cluster,
         job_id=job_id,
         state=state,
-        name=text(entry.get("name")),
-        user=text(entry.get("user")),
-        account=text(entry.get("account")),
-        partition=text(entry.get("partition")),
-        qos=text(entry.get("qos")),
-        state_reason=text((entry.get("state") or {}).get("reason")) if isinstance(entry.get("state"), dict) and (entry.get("state") or {}).get("reason") not in (None, "None") else "",
-        array_job_id=array_job_id,
-        array_task_id=number(array.get("task_id")) if array_job_id else None,
-        array_task_string=text(array.get("task")),
-        het_job_id=het_job_id,
-        het_offset=number(het.get("job_offset")) if het_job_id else None,
+        state_reason=_state_reason(state_detail.get("reason")) if isinstance(state_detail, dict) else "",
+        **_grouping(array.get("job_id"), array.get("task_id"), array.get("task"), het.get("job_id"), het.get("job_offset")),
         submit_time=timestamp(time.get("submission")),
         start_time=timestamp(time.get("start")),
         end_time=timestamp(time.get("end")),
         time_limit_minutes=number(limit) if not isinstance(limit, dict) or limit.get("set", True) else None,
-        nodes=nodes,
-        node_list=expand_nodes(nodes),
-        node_count=number((entry.get("allocation_nodes"))),
+        **_placed(nodes, entry.get("allocation_nodes")),
         tasks=None,
         gpus=gpus_from_tres(allocated),
         exit_code=return_code,
         signal=signal,
-        working_directory=text(entry.get("working_directory"), 1000),
-        command=command,
-        comment=comment,
-        environment=environment_of(command, comment),
+        **_described(entry, user="user", command=command, comment=text(entry.get("comment"), MAX_TEXT),
+                     working_directory=entry.get("working_directory")),
         steps=tuple(_sacct_step(step) for step in entry.get("steps") or [] if isinstance(step, dict)),
     )
 
