@@ -10,6 +10,8 @@ from django.utils.translation import gettext_lazy as _
 
 from apps.core.models import TimeStampedModel
 
+from .choices import MembershipRoleChoices
+
 slurm_account_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
     _("A Slurm account name: letters, digits, '_', '.', '-', at most 64 characters."),
@@ -29,11 +31,6 @@ class Project(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.slurm_account} - {self.title}"
-
-
-class MembershipRoleChoices(models.TextChoices):
-    ROLE_MEMBER = "member", _("Member")
-    ROLE_MANAGER = "manager", _("Manager")
 
 
 class Membership(TimeStampedModel):

@@ -13,6 +13,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from .choices import JobProductStatusChoices, TaskRunStatusChoices
+
 
 class TimeStampedModel(models.Model):
     """Abstract base: ``created`` and ``modified`` kept by the database layer."""
@@ -40,13 +42,6 @@ class Heartbeat(models.Model):
             name=name, defaults={"last_seen": timezone.now(), "details": details}
         )
         return heartbeat
-
-
-class TaskRunStatusChoices(models.TextChoices):
-    STATUS_PENDING = "pending", _("Pending")
-    STATUS_RUNNING = "running", _("Running")
-    STATUS_SUCCEEDED = "succeeded", _("Succeeded")
-    STATUS_FAILED = "failed", _("Failed")
 
 
 class TaskRun(TimeStampedModel):
@@ -126,16 +121,6 @@ class DemoState(models.Model):
 
     def __str__(self) -> str:
         return f"demo seed {self.seed} built {self.built:%Y-%m-%d %H:%M}"
-
-
-class JobProductStatusChoices(models.TextChoices):
-    """The states of a job's product; each product's own choices keep these values with its own words."""
-
-    STATUS_WAITING = "waiting", _("Waiting")
-    STATUS_RUNNING = "running", _("Building")
-    STATUS_READY = "ready", _("Ready")
-    STATUS_EMPTY = "empty", _("No samples")
-    STATUS_FAILED = "failed", _("Failed")
 
 
 class JobProduct(models.Model):

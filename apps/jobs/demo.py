@@ -17,7 +17,8 @@ from datetime import timedelta
 
 from apps.core.demo import DemoContext, FeedContext, demo_feeder, demo_part
 
-from .models import Cluster, Job, JobStateChoices, JobStep, SyncModeChoices, node_search_text
+from .choices import ClusterSyncModeChoices, JobStateChoices
+from .models import Cluster, Job, JobStep, node_search_text
 
 DEMO_CLUSTER = "alps"
 FIRST_JOB_ID = 1_200_000
@@ -33,7 +34,8 @@ JOB_KINDS = [
     ("profile-nsys-{model}", [1, 2, 4], 0.10),
 ]
 MODELS = ["llama3-8b", "llama3-70b", "mixtral-8x7b", "gpt-1.3b", "gpt-13b", "vit-h", "climax", "esm2", "aurora-wx", "swiss-llm-8b"]
-FINAL_STATES = [("COMPLETED", 0.66), ("FAILED", 0.13), ("CANCELLED", 0.11), ("TIMEOUT", 0.06), ("OUT_OF_MEMORY", 0.02), ("NODE_FAIL", 0.02)]
+FINAL_STATES = [(JobStateChoices.COMPLETED, 0.66), (JobStateChoices.FAILED, 0.13), (JobStateChoices.CANCELLED, 0.11),
+                (JobStateChoices.TIMEOUT, 0.06), (JobStateChoices.OUT_OF_MEMORY, 0.02), (JobStateChoices.NODE_FAIL, 0.02)]
 ENVIRONMENTS = ["pytorch-24.10", "megatron-lm-core", "jax-0.4", "ngc-pytorch-25.01"]
 MEGATRON_NAME = "megatron-gpt-175b-pretrain"
 
@@ -95,7 +97,7 @@ def build(context: DemoContext) -> dict:
     if not users or not hostnames:
         context.say("  jobs         skipped: needs the accounts and topology parts")
         return {}
-    cluster = Cluster.objects.create(name=DEMO_CLUSTER, title="[demo] Alps GH200 partition", sync_mode=SyncModeChoices.MODE_PUSH)
+    cluster = Cluster.objects.create(name=DEMO_CLUSTER, title="[demo] Alps GH200 partition", sync_mode=ClusterSyncModeChoices.MODE_PUSH)
     now = context.now
     jobs, steps = [], []
     job_id = FIRST_JOB_ID
@@ -127,27 +129,28 @@ def build(context: DemoContext) -> dict:
         state = _weighted(rng, FINAL_STATES)
         array_size = rng.choice([0] * 9 + [4, 8, 16]) if kind[0].startswith(("eval", "data")) else 0
         if end > now:  # still going
-            state = "RUNNING" if start <= now else "PENDING"
-        if state == "TIMEOUT":
+            state = JobStateChoices.RUNNING if start <= now else JobStateChoices.PENDING
+        if state == JobStateChoices.TIMEOUT:
             end = start + timedelta(minutes=limit)
-        if state == "PENDING":
+        if state == JobStateChoices.PENDING:
             start = end = None
-        elif state == "RUNNING":
+        elif state == JobStateChoices.RUNNING:
             end = None
-        free = all_nodes - busy_now - down if state == "RUNNING" else all_nodes
-        if state == "RUNNING" and len(free) < node_count * max(1, array_size) + MEGATRON_NODES:
-            state, start, end = "PENDING", None, None  # the machine is full: it waits, as it would
+        free = all_nodes - busy_now - down if state == JobStateChoices.RUNNING else all_nodes
+        if state == JobStateChoices.RUNNING and len(free) < node_count * max(1, array_size) + MEGATRON_NODES:
+            state, start, end = JobStateChoices.PENDING, None, None  # the machine is full: it waits, as it would
         task_ids = range(array_size) if array_size else [None]
         array_parent = job_id if array_size else None
         for task in task_ids:
-            nodes = _allocate(rng, hostnames, free, node_count) if state != "PENDING" else []
-            if state == "RUNNING":
+            nodes = _allocate(rng, hostnames, free, node_count) if state != JobStateChoices.PENDING else []
+            if state == JobStateChoices.RUNNING:
                 busy_now.update(nodes)
-            exit_code = {"COMPLETED": 0, "FAILED": rng.choice([1, 1, 2, 137]), "OUT_OF_MEMORY": 0, "NODE_FAIL": 0}.get(state)
+            exit_code = {JobStateChoices.COMPLETED: 0, JobStateChoices.FAILED: rng.choice([1, 1, 2, 137]), JobStateChoices.OUT_OF_MEMORY: 0,
+                         JobStateChoices.NODE_FAIL: 0}.get(state)
             environment = rng.choice(ENVIRONMENTS)
             job = Job(
                 cluster=cluster, job_id=job_id, name=name, user_name=user, account=account_of(user), partition="normal",
-                qos="normal", state=state, state_reason="Priority" if state == "PENDING" else "",
+                qos="normal", state=state, state_reason="Priority" if state == JobStateChoices.PENDING else "",
                 array_job_id=array_parent, array_task_id=task, submit_time=submit, start_time=start, end_time=end,
                 time_limit_minutes=limit, nodes=_hostlist(nodes) if nodes else "", node_list=nodes, node_search=node_search_text(nodes),
                 node_count=node_count, tasks=node_count * 4, gpus=node_count * 4, exit_code=exit_code,
@@ -156,8 +159,8 @@ def build(context: DemoContext) -> dict:
             )
             jobs.append(job)
             if start:
-                steps.append((job_id, "batch", start, end, state if end else "RUNNING", nodes[:1], 1))
-                steps.append((job_id, "0", start + timedelta(seconds=40), end, state if end else "RUNNING", nodes, node_count * 4))
+                steps.append((job_id, "batch", start, end, state if end else JobStateChoices.RUNNING, nodes[:1], 1))
+                steps.append((job_id, "0", start + timedelta(seconds=40), end, state if end else JobStateChoices.RUNNING, nodes, node_count * 4))
             job_id += 1
 
     # The flagship: a Megatron-LM pretraining run on 128 nodes (512 GH200), six hours in.
@@ -175,13 +178,13 @@ def build(context: DemoContext) -> dict:
                "--micro-batch-size 1 --global-batch-size 1536 --seq-length 4096 --bf16")
     jobs.append(Job(
         cluster=cluster, job_id=job_id, name=MEGATRON_NAME, user_name=megatron_user, account=megatron_account,
-        partition="normal", qos="normal", state="RUNNING", submit_time=start - timedelta(minutes=47), start_time=start,
+        partition="normal", qos="normal", state=JobStateChoices.RUNNING, submit_time=start - timedelta(minutes=47), start_time=start,
         time_limit_minutes=24 * 60, nodes=_hostlist(nodes), node_list=nodes, node_search=node_search_text(nodes),
         node_count=len(nodes), tasks=len(nodes) * 4, gpus=len(nodes) * 4, working_directory=f"/capstor/scratch/cscs/{megatron_user}/gpt-175b",
         environment="megatron-lm-core", command=command, source="demo",
     ))
-    steps.append((job_id, "batch", start, None, "RUNNING", nodes[:1], 1))
-    steps.append((job_id, "0", start + timedelta(seconds=55), None, "RUNNING", nodes, len(nodes) * 4))
+    steps.append((job_id, "batch", start, None, JobStateChoices.RUNNING, nodes[:1], 1))
+    steps.append((job_id, "0", start + timedelta(seconds=55), None, JobStateChoices.RUNNING, nodes, len(nodes) * 4))
     context.shared["megatron_job"] = (DEMO_CLUSTER, job_id)
 
     Job.objects.bulk_create(jobs, batch_size=1000)
@@ -277,8 +280,8 @@ def _start_jobs(context: FeedContext, cluster: Cluster) -> tuple[list[int], set[
             node_count=count, tasks=count * 4, gpus=count * 4, working_directory=f"/capstor/scratch/cscs/{user}/{name}",
             environment=environment, command=f"sbatch --nodes={count} --environment={environment} {name}.sbatch", source="demo")
         JobStep.objects.bulk_create([
-            JobStep(job=job, step_id="batch", start_time=start, state="RUNNING", nodes=_hostlist(nodes[:1]), tasks=1),
-            JobStep(job=job, step_id="0", start_time=start + timedelta(seconds=40), state="RUNNING", nodes=_hostlist(nodes),
+            JobStep(job=job, step_id="batch", start_time=start, state=JobStateChoices.RUNNING, nodes=_hostlist(nodes[:1]), tasks=1),
+            JobStep(job=job, step_id="0", start_time=start + timedelta(seconds=40), state=JobStateChoices.RUNNING, nodes=_hostlist(nodes),
                     tasks=count * 4)])
         started.append(job.pk)
         busy.update(nodes)
@@ -305,4 +308,4 @@ def feed(context: FeedContext) -> dict:
     if taken:
         Node.objects.filter(hostname__in=taken, state=NodeStateChoices.STATE_IDLE).update(state=NodeStateChoices.STATE_ALLOCATED)
     context.shared["jobs_ended"], context.shared["jobs_started"] = ended, started
-    return {"ended": len(ended), "started": len(started), "running": Job.objects.filter(cluster=cluster, state="RUNNING").count()}
+    return {"ended": len(ended), "started": len(started), "running": Job.objects.filter(cluster=cluster, state=JobStateChoices.RUNNING).count()}

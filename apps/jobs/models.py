@@ -14,11 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from apps.core.models import TimeStampedModel
 
-
-class SyncModeChoices(models.TextChoices):
-    MODE_COMMANDS = "commands", _("Slurm commands on PATH (squeue/sacct --json)")
-    MODE_RESTD = "slurmrestd", _("slurmrestd")
-    MODE_PUSH = "push", _("events pushed by prolog/epilog only")
+from .choices import ClusterSyncModeChoices, JobStateChoices
 
 
 class Cluster(TimeStampedModel):
@@ -26,7 +22,7 @@ class Cluster(TimeStampedModel):
 
     name = models.SlugField(max_length=64, unique=True)
     title = models.CharField(max_length=200, blank=True)
-    sync_mode = models.CharField(max_length=20, choices=SyncModeChoices.choices, default=SyncModeChoices.MODE_COMMANDS)
+    sync_mode = models.CharField(max_length=20, choices=ClusterSyncModeChoices.choices, default=ClusterSyncModeChoices.MODE_COMMANDS)
     # A CharField: URLField's validator refuses unix:///run/slurmrestd.socket and host names
     # without a dot (http://slurmctl:6820), both normal for slurmrestd.
     slurmrestd_url = models.CharField(
@@ -47,23 +43,7 @@ class Cluster(TimeStampedModel):
         return self.name
 
 
-class JobStateChoices(models.TextChoices):
-    PENDING = "PENDING", _("Pending")
-    RUNNING = "RUNNING", _("Running")
-    SUSPENDED = "SUSPENDED", _("Suspended")
-    COMPLETING = "COMPLETING", _("Completing")
-    COMPLETED = "COMPLETED", _("Completed")
-    FAILED = "FAILED", _("Failed")
-    CANCELLED = "CANCELLED", _("Cancelled")
-    TIMEOUT = "TIMEOUT", _("Timed out")
-    NODE_FAIL = "NODE_FAIL", _("Node failure")
-    OUT_OF_MEMORY = "OUT_OF_MEMORY", _("Out of memory")
-    PREEMPTED = "PREEMPTED", _("Preempted")
-    ENDED = "ENDED", _("Ended (final state unknown)")
-    OTHER = "OTHER", _("Other")
-
-
-ACTIVE_STATES = {"PENDING", "RUNNING", "SUSPENDED", "COMPLETING"}
+ACTIVE_STATES = {JobStateChoices.PENDING, JobStateChoices.RUNNING, JobStateChoices.SUSPENDED, JobStateChoices.COMPLETING}
 
 
 def node_search_text(node_list) -> str:

@@ -4,6 +4,8 @@ from django.urls import reverse
 from apps.core.numbers import clock, duration_words
 from apps.core.panels import Fact, JobPanel, PanelSummary, register_job_panel
 
+from .choices import JobStateChoices
+
 
 def timeline_context(job, request) -> dict:
     return {"steps": list(job.steps.all()[:200])}
@@ -19,7 +21,7 @@ def timeline_summary(job) -> PanelSummary | None:
         words = f"running for {duration_words(job.elapsed)} since {clock(job.start_time)}"
         if job.time_limit_minutes:
             words += f" of {duration_words(job.time_limit_minutes * 60)} allowed"
-    level = "ok" if job.state in ("RUNNING", "COMPLETED") else "warning"
+    level = "ok" if job.state in (JobStateChoices.RUNNING, JobStateChoices.COMPLETED) else "warning"
     return PanelSummary(facts=[Fact("State", job.get_state_display(), words, level, "fact-state", rank=0)])
 
 

@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 from apps.accounts.selectors import slurm_accounts_for_user
 
 from .authentication import JobTokenUser
+from .choices import JobStateChoices
 from .models import Cluster, Job
 
 
@@ -74,8 +75,8 @@ def running_job_labels_for_user(user, limit: int = 10) -> dict[str, str]:
     other visible jobs share one label, and jobs they may not see are only "other users' jobs",
     so the map never shows whose job runs where.
     """
-    running = Job.objects.filter(state="RUNNING").exclude(node_list=[]).select_related("cluster")
-    visible = set(job_list_for_user(user).filter(state="RUNNING").values_list("pk", flat=True))
+    running = Job.objects.filter(state=JobStateChoices.RUNNING).exclude(node_list=[]).select_related("cluster")
+    visible = set(job_list_for_user(user).filter(state=JobStateChoices.RUNNING).values_list("pk", flat=True))
     jobs = sorted(running, key=lambda job: (-(job.node_count or 0), job.job_id))
     labels: dict[str, str] = {}
     named = 0

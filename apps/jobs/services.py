@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from apps.core.bulk import insert_rows, sync_rows
 
-from .models import ACTIVE_STATES, Cluster, Job, JobStateChoices, JobStep, JobToken, SyncModeChoices, node_search_text
+from .choices import ClusterSyncModeChoices, JobStateChoices
+from .models import ACTIVE_STATES, Cluster, Job, JobStep, JobToken, node_search_text
 from .slurm import SlurmCommandError, run_slurm_command
 from .slurm_json import ParseProblem, SlurmJob, SlurmJsonError, parse_sacct, parse_squeue
 from .slurmrestd import SlurmRestClient, SlurmRestError
@@ -202,7 +203,7 @@ def cluster_sync(cluster: Cluster, *, run=run_slurm_command, since_hours: int | 
     messages: list[str] = []
     ok = True
     try:
-        if cluster.sync_mode == SyncModeChoices.MODE_RESTD:
+        if cluster.sync_mode == ClusterSyncModeChoices.MODE_RESTD:
             sources = _slurmrestd_sources(cluster, timeout, start)
         else:
             sources = _command_sources(run, timeout, start)
@@ -282,17 +283,17 @@ def job_event_apply(event: JobEvent) -> Job:
     if event.event == "start":
         values.update(state=JobStateChoices.RUNNING, start_time=event.time, tasks=event.tasks)
     elif event.event == "end":
-        values.update(state=normalise_state(event.state or "ENDED"), end_time=event.time, exit_code=event.exit_code)
+        values.update(state=normalise_state(event.state or JobStateChoices.ENDED), end_time=event.time, exit_code=event.exit_code)
     _merge(job, values)
     job.source = job.source or "event"
     job.save()
     if event.event in {"step_start", "step_end"}:
         step, _ = JobStep.objects.get_or_create(job=job, step_id=event.step_id)
         if event.event == "step_start":
-            step.start_time, step.state = event.time, "RUNNING"
+            step.start_time, step.state = event.time, JobStateChoices.RUNNING
             step.nodes, step.tasks = event.nodes or step.nodes, event.tasks or step.tasks
         else:
-            step.end_time, step.state, step.exit_code = event.time, normalise_state(event.state or "COMPLETED"), event.exit_code
+            step.end_time, step.state, step.exit_code = event.time, normalise_state(event.state or JobStateChoices.COMPLETED), event.exit_code
         step.save()
     if event.event == "end":
         _close_tokens(cluster, [job.job_id])

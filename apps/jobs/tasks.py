@@ -4,7 +4,8 @@ from celery import shared_task
 from apps.core.models import TaskRun
 from apps.core.tasks import IDEMPOTENT
 
-from .models import Cluster, SyncModeChoices
+from .choices import ClusterSyncModeChoices
+from .models import Cluster
 from .services import cluster_sync
 
 
@@ -23,7 +24,7 @@ def sync_cluster_task(cluster_id: int) -> dict:
 @shared_task(name="jobs.sync_clusters", **IDEMPOTENT)
 def sync_clusters_task() -> list[int]:
     """Fan out one sync per enabled cluster that Belvedere reads (Slurm commands or slurmrestd)."""
-    ids = list(Cluster.objects.filter(sync_enabled=True).exclude(sync_mode=SyncModeChoices.MODE_PUSH).values_list("pk", flat=True))
+    ids = list(Cluster.objects.filter(sync_enabled=True).exclude(sync_mode=ClusterSyncModeChoices.MODE_PUSH).values_list("pk", flat=True))
     for cluster_id in ids:
         sync_cluster_task.delay(cluster_id)
     return ids

@@ -1,15 +1,9 @@
 """The Megatron-LM layout a job reported: parallel sizes, and optionally its exact rank map."""
 from django.db import models
-from django.utils.translation import gettext_lazy as _
 
 from apps.core.models import TimeStampedModel
 
-
-class LayoutSourceChoices(models.TextChoices):
-    SOURCE_SIZES = "sizes", _("parallel sizes (ranks placed by Slurm's block distribution)")
-    SOURCE_MAP = "map", _("exact rank map")
-    SOURCE_LOG = "log", _("parsed from an uploaded Megatron log")
-    SOURCE_DEMO = "demo", _("demo")
+from .choices import JobLayoutSourceChoices
 
 
 class JobLayout(TimeStampedModel):
@@ -35,7 +29,7 @@ class JobLayout(TimeStampedModel):
     world_size = models.PositiveIntegerField()
     tasks_per_node = models.PositiveIntegerField(default=4)
     rank_map = models.JSONField(null=True, blank=True)
-    source = models.CharField(max_length=10, choices=LayoutSourceChoices.choices)
+    source = models.CharField(max_length=10, choices=JobLayoutSourceChoices.choices)
     submitted_by = models.CharField(max_length=150, blank=True)
     warnings = models.JSONField(default=list, blank=True)
 

@@ -7,6 +7,8 @@ from django.utils.translation import gettext_lazy as _
 
 from apps.core.models import TimeStampedModel
 
+from .choices import NodeStateChoices
+
 
 class DragonflyGroup(models.Model):
     """A dragonfly group (on Cray EX usually one cabinet), by the fabric's group id."""
@@ -34,14 +36,6 @@ class Switch(models.Model):
 
     def __str__(self) -> str:
         return f"switch {self.group.number}.{self.index}"
-
-
-class NodeStateChoices(models.TextChoices):
-    STATE_UNKNOWN = "unknown", _("Unknown")
-    STATE_IDLE = "idle", _("Idle")
-    STATE_ALLOCATED = "allocated", _("Allocated")
-    STATE_DRAIN = "drain", _("Drained")
-    STATE_DOWN = "down", _("Down")
 
 
 class Node(TimeStampedModel):

@@ -117,7 +117,7 @@ def test_a_failing_feeder_hands_its_span_back(store):
 def small_demo(store):
     """Four dragonfly groups; a 16-node Megatron run six hours in (its problems planted), two other running jobs,
     a few silent nodes; the clock's memory as the build leaves it."""
-    from apps.jobs.models import Cluster, Job, SyncModeChoices
+    from apps.jobs.models import Cluster, Job, ClusterSyncModeChoices
     from apps.topology.generator import DragonflyParameters, generate
     from apps.topology.models import Node
     from apps.topology.services import topology_apply
@@ -125,7 +125,7 @@ def small_demo(store):
     topology_apply(generate(DragonflyParameters(groups=4, first_nid=1)), source="test", prune=True)
     Node.objects.update(state="idle")
     hosts = sorted(Node.objects.values_list("hostname", flat=True))
-    cluster = Cluster.objects.create(name="alps", title="[demo] test", sync_mode=SyncModeChoices.MODE_PUSH)
+    cluster = Cluster.objects.create(name="alps", title="[demo] test", sync_mode=ClusterSyncModeChoices.MODE_PUSH)
 
     def job(job_id, name, nodes, start, limit, user="someone"):
         Node.objects.filter(hostname__in=nodes).update(state="allocated")
