@@ -90,33 +90,53 @@ def _hostlist(nodes: list[str]) -> str:
 
 @demo_part("jobs", order=30, reset=reset)
 def build(context: DemoContext) -> dict:
-    rng = context.rng
     users = [u for u in context.shared.get("users", []) if u not in {"staff"}]
     memberships = context.shared.get("memberships", {})
     hostnames = context.shared.get("hostnames") or []
     if not users or not hostnames:
         context.say("  jobs         skipped: needs the accounts and topology parts")
         return {}
-    cluster = Cluster.objects.create(name=DEMO_CLUSTER, title="[demo] Alps GH200 partition", sync_mode=ClusterSyncModeChoices.MODE_PUSH)
-    now = context.now
-    jobs, steps = [], []
-    job_id = FIRST_JOB_ID
-    all_nodes = set(hostnames)
     from apps.topology.models import Node, NodeStateChoices
 
+    cluster = Cluster.objects.create(name=DEMO_CLUSTER, title="[demo] Alps GH200 partition", sync_mode=ClusterSyncModeChoices.MODE_PUSH)
     # A job running now runs on a node that is up (the topology part took some down); finished ones ran anywhere.
     down = set(Node.objects.filter(state=NodeStateChoices.STATE_DOWN).values_list("hostname", flat=True))
-    busy_now: set[str] = set()
-
-    def account_of(user: str) -> str:
-        accounts = memberships.get(user) or ["a-eval12"]
-        return rng.choice(sorted(accounts))
-
+    history = _History(context.rng, context.now, cluster, hostnames, users, memberships, down)
     for _ in range(HISTORY_JOBS):
-        kind = _weighted(rng, [(k, k[2]) for k in JOB_KINDS])
-        name = kind[0].format(model=rng.choice(MODELS), shard=rng.randrange(1000))
-        user = rng.choice(users)
-        node_count = rng.choice(kind[1])
+        history.add_job()
+    megatron_id = history.add_megatron_run()
+    context.shared["megatron_job"] = (DEMO_CLUSTER, megatron_id)
+    pks = _store(cluster, history.jobs, history.steps)
+    Node.objects.filter(hostname__in=history.busy_now, state=NodeStateChoices.STATE_IDLE).update(state=NodeStateChoices.STATE_ALLOCATED)
+    context.feed_memory["keep_running"] = [pks[megatron_id]]
+    context.feed_memory["users"] = users
+    context.feed_memory["accounts"] = {user: sorted(memberships.get(user) or ["a-eval12"]) for user in users}
+    states = {}
+    for job in history.jobs:
+        states[job.state] = states.get(job.state, 0) + 1
+    return {"jobs": len(history.jobs), **{state.lower(): count for state, count in sorted(states.items())}}
+
+
+class _History:
+    """Two weeks of jobs drawn one after another from the demo's RNG (the order of the draws is the
+    data: keep it), then the Megatron run on nodes left free."""
+
+    def __init__(self, rng, now, cluster: Cluster, hostnames: list[str], users: list[str], memberships: dict, down: set[str]):
+        self.rng, self.now, self.cluster = rng, now, cluster
+        self.hostnames, self.users, self.memberships, self.down = hostnames, users, memberships, down
+        self.all_nodes = set(hostnames)
+        self.busy_now: set[str] = set()
+        self.jobs: list[Job] = []
+        self.steps: list[tuple] = []  # (job id, step id, start, end, state, nodes, tasks)
+        self.job_id = FIRST_JOB_ID
+
+    def account_of(self, user: str) -> str:
+        accounts = self.memberships.get(user) or ["a-eval12"]
+        return self.rng.choice(sorted(accounts))
+
+    def _timing(self):
+        """(submit, start, end, limit): finished two weeks ago to now, or in the live queue."""
+        rng, now = self.rng, self.now
         submit = now - timedelta(minutes=rng.randrange(30, 14 * 24 * 60))
         wait = timedelta(minutes=int(rng.expovariate(1 / 25)))
         limit = rng.choice([60, 240, 720, 1440])
@@ -125,68 +145,84 @@ def build(context: DemoContext) -> dict:
             submit = now - timedelta(minutes=rng.randrange(5, 600))
             wait = timedelta(minutes=rng.randrange(0, 700))
             runtime = timedelta(minutes=limit)
-        start, end = submit + wait, submit + wait + runtime
-        state = _weighted(rng, FINAL_STATES)
-        array_size = rng.choice([0] * 9 + [4, 8, 16]) if kind[0].startswith(("eval", "data")) else 0
-        if end > now:  # still going
-            state = JobStateChoices.RUNNING if start <= now else JobStateChoices.PENDING
+        return submit, submit + wait, submit + wait + runtime, limit
+
+    def _state(self, start, end, limit: int):
+        """(state, start, end): a final state drawn for a job that is over, running or pending otherwise."""
+        state = _weighted(self.rng, FINAL_STATES)
+        if end > self.now:  # still going
+            state = JobStateChoices.RUNNING if start <= self.now else JobStateChoices.PENDING
         if state == JobStateChoices.TIMEOUT:
             end = start + timedelta(minutes=limit)
         if state == JobStateChoices.PENDING:
             start = end = None
         elif state == JobStateChoices.RUNNING:
             end = None
-        free = all_nodes - busy_now - down if state == JobStateChoices.RUNNING else all_nodes
+        return state, start, end
+
+    def add_job(self) -> None:
+        """One submission of the history: a job, or an array of them."""
+        rng = self.rng
+        kind = _weighted(rng, [(k, k[2]) for k in JOB_KINDS])
+        name = kind[0].format(model=rng.choice(MODELS), shard=rng.randrange(1000))
+        user = rng.choice(self.users)
+        node_count = rng.choice(kind[1])
+        submit, start, end, limit = self._timing()
+        state, start, end = self._state(start, end, limit)
+        array_size = rng.choice([0] * 9 + [4, 8, 16]) if kind[0].startswith(("eval", "data")) else 0
+        free = self.all_nodes - self.busy_now - self.down if state == JobStateChoices.RUNNING else self.all_nodes
         if state == JobStateChoices.RUNNING and len(free) < node_count * max(1, array_size) + MEGATRON_NODES:
             state, start, end = JobStateChoices.PENDING, None, None  # the machine is full: it waits, as it would
-        task_ids = range(array_size) if array_size else [None]
-        array_parent = job_id if array_size else None
-        for task in task_ids:
-            nodes = _allocate(rng, hostnames, free, node_count) if state != JobStateChoices.PENDING else []
+        array_parent = self.job_id if array_size else None
+        for task in range(array_size) if array_size else [None]:
+            nodes = _allocate(rng, self.hostnames, free, node_count) if state != JobStateChoices.PENDING else []
             if state == JobStateChoices.RUNNING:
-                busy_now.update(nodes)
+                self.busy_now.update(nodes)
             exit_code = {JobStateChoices.COMPLETED: 0, JobStateChoices.FAILED: rng.choice([1, 1, 2, 137]), JobStateChoices.OUT_OF_MEMORY: 0,
                          JobStateChoices.NODE_FAIL: 0}.get(state)
             environment = rng.choice(ENVIRONMENTS)
-            job = Job(
-                cluster=cluster, job_id=job_id, name=name, user_name=user, account=account_of(user), partition="normal",
+            self.jobs.append(Job(
+                cluster=self.cluster, job_id=self.job_id, name=name, user_name=user, account=self.account_of(user), partition="normal",
                 qos="normal", state=state, state_reason="Priority" if state == JobStateChoices.PENDING else "",
                 array_job_id=array_parent, array_task_id=task, submit_time=submit, start_time=start, end_time=end,
                 time_limit_minutes=limit, nodes=_hostlist(nodes) if nodes else "", node_list=nodes, node_search=node_search_text(nodes),
                 node_count=node_count, tasks=node_count * 4, gpus=node_count * 4, exit_code=exit_code,
                 working_directory=f"/capstor/scratch/cscs/{user}/{name}", environment=environment,
                 command=f"sbatch --nodes={node_count} --environment={environment} {name}.sbatch", source="demo",
-            )
-            jobs.append(job)
+            ))
             if start:
-                steps.append((job_id, "batch", start, end, state if end else JobStateChoices.RUNNING, nodes[:1], 1))
-                steps.append((job_id, "0", start + timedelta(seconds=40), end, state if end else JobStateChoices.RUNNING, nodes, node_count * 4))
-            job_id += 1
+                step_state = state if end else JobStateChoices.RUNNING
+                self.steps.append((self.job_id, "batch", start, end, step_state, nodes[:1], 1))
+                self.steps.append((self.job_id, "0", start + timedelta(seconds=40), end, step_state, nodes, node_count * 4))
+            self.job_id += 1
 
-    # The flagship: a Megatron-LM pretraining run on 128 nodes (512 GH200), six hours in.
-    megatron_user = "demo"
-    megatron_account = sorted(memberships.get("demo") or ["a-llm01"])[0]
-    start = now - timedelta(hours=6, minutes=12)
-    free = sorted(all_nodes - busy_now - down)
-    group_size = 112
-    block_start = 3 * group_size  # group 3, then spilling into group 4: a realistic 2-group allocation
-    candidates = [h for h in hostnames[block_start:] if h in set(free)]
-    nodes = sorted(candidates[:MEGATRON_NODES])
-    busy_now.update(nodes)
-    command = ("srun --environment=megatron-lm-core python pretrain_gpt.py --tensor-model-parallel-size 4 "
-               "--pipeline-model-parallel-size 8 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 "
-               "--micro-batch-size 1 --global-batch-size 1536 --seq-length 4096 --bf16")
-    jobs.append(Job(
-        cluster=cluster, job_id=job_id, name=MEGATRON_NAME, user_name=megatron_user, account=megatron_account,
-        partition="normal", qos="normal", state=JobStateChoices.RUNNING, submit_time=start - timedelta(minutes=47), start_time=start,
-        time_limit_minutes=24 * 60, nodes=_hostlist(nodes), node_list=nodes, node_search=node_search_text(nodes),
-        node_count=len(nodes), tasks=len(nodes) * 4, gpus=len(nodes) * 4, working_directory=f"/capstor/scratch/cscs/{megatron_user}/gpt-175b",
-        environment="megatron-lm-core", command=command, source="demo",
-    ))
-    steps.append((job_id, "batch", start, None, JobStateChoices.RUNNING, nodes[:1], 1))
-    steps.append((job_id, "0", start + timedelta(seconds=55), None, JobStateChoices.RUNNING, nodes, len(nodes) * 4))
-    context.shared["megatron_job"] = (DEMO_CLUSTER, job_id)
+    def add_megatron_run(self) -> int:
+        """The flagship: a Megatron-LM pretraining run on 128 nodes (512 GH200), six hours in; its job id."""
+        user = "demo"
+        account = sorted(self.memberships.get("demo") or ["a-llm01"])[0]
+        start = self.now - timedelta(hours=6, minutes=12)
+        free = set(self.all_nodes - self.busy_now - self.down)
+        group_size = 112
+        block_start = 3 * group_size  # group 3, then spilling into group 4: a realistic 2-group allocation
+        nodes = sorted([h for h in self.hostnames[block_start:] if h in free][:MEGATRON_NODES])
+        self.busy_now.update(nodes)
+        command = ("srun --environment=megatron-lm-core python pretrain_gpt.py --tensor-model-parallel-size 4 "
+                   "--pipeline-model-parallel-size 8 --num-layers 96 --hidden-size 12288 --num-attention-heads 96 "
+                   "--micro-batch-size 1 --global-batch-size 1536 --seq-length 4096 --bf16")
+        self.jobs.append(Job(
+            cluster=self.cluster, job_id=self.job_id, name=MEGATRON_NAME, user_name=user, account=account,
+            partition="normal", qos="normal", state=JobStateChoices.RUNNING, submit_time=start - timedelta(minutes=47), start_time=start,
+            time_limit_minutes=24 * 60, nodes=_hostlist(nodes), node_list=nodes, node_search=node_search_text(nodes),
+            node_count=len(nodes), tasks=len(nodes) * 4, gpus=len(nodes) * 4, working_directory=f"/capstor/scratch/cscs/{user}/gpt-175b",
+            environment="megatron-lm-core", command=command, source="demo",
+        ))
+        self.steps.append((self.job_id, "batch", start, None, JobStateChoices.RUNNING, nodes[:1], 1))
+        self.steps.append((self.job_id, "0", start + timedelta(seconds=55), None, JobStateChoices.RUNNING, nodes, len(nodes) * 4))
+        return self.job_id
 
+
+def _store(cluster: Cluster, jobs: list[Job], steps: list[tuple]) -> dict[int, int]:
+    """Write the jobs and their steps; job id -> pk."""
     Job.objects.bulk_create(jobs, batch_size=1000)
     pks = dict(Job.objects.filter(cluster=cluster).values_list("job_id", "pk"))
     JobStep.objects.bulk_create(
@@ -194,14 +230,7 @@ def build(context: DemoContext) -> dict:
          for jid, step, s, e, st, n, t in steps],
         batch_size=2000,
     )
-    Node.objects.filter(hostname__in=busy_now, state=NodeStateChoices.STATE_IDLE).update(state=NodeStateChoices.STATE_ALLOCATED)
-    context.feed_memory["keep_running"] = [pks[context.shared["megatron_job"][1]]]
-    context.feed_memory["users"] = users
-    context.feed_memory["accounts"] = {user: sorted(memberships.get(user) or ["a-eval12"]) for user in users}
-    states = {}
-    for job in jobs:
-        states[job.state] = states.get(job.state, 0) + 1
-    return {"jobs": len(jobs), **{state.lower(): count for state, count in sorted(states.items())}}
+    return pks
 
 
 # ---------------------------------------------------------------------------------------------
