@@ -24,6 +24,9 @@ a file in the cache's folder (one host shares one file cache, as it shares the f
 Releasing a key checks its value first (only the owner removes it); on Redis that check and the delete
 are two commands: a lock that expired and was taken by another run in that instant is removed early,
 which at worst lets two refreshes of one job overlap once (every refresher is idempotent).
+
+Jobs are the jobs app's: it registers how a refresh reads one by primary key (with what refreshers need,
+its cluster) from its ``AppConfig.ready()`` with :func:`register_job_loader`.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -49,6 +53,20 @@ TASK_NAME = "core.refresh_job"
 DIRTY_SECONDS = 24 * 3600
 _KEYS = {"dirty": "job-refresh:dirty:{}", "pending": "job-refresh:pending:{}", "lock": "job-refresh:lock:{}"}
 PRUNE_KEY = "job-refresh:pruned"
+
+_job_loader: Callable[[int], Any] | None = None
+
+
+def register_job_loader(load: Callable[[int], Any]) -> None:
+    """Say how a refresh reads the job with primary key ``pk`` (None when it is gone); again replaces it."""
+    global _job_loader
+    _job_loader = load
+
+
+def load_job(job_pk: int):
+    if _job_loader is None:
+        raise RuntimeError("no job loader is registered (the jobs app registers one in its AppConfig.ready())")
+    return _job_loader(job_pk)
 
 
 def key(kind: str, job_pk: int) -> str:
@@ -183,8 +201,6 @@ def keep_lock(job_pk: int, token: str) -> None:
 
 def run_refresh(task, job_pk: int, *, reason: str = "", force: bool = False) -> dict:
     """Bring every registered product of one job up to date (the body of ``core.refresh_job``)."""
-    from apps.jobs.models import Job
-
     from .tasks import task_run_begin
 
     request = getattr(task, "request", None)
@@ -204,7 +220,7 @@ def run_refresh(task, job_pk: int, *, reason: str = "", force: bool = False) -> 
         redelivered = taken == TAKEN_OVER or bool((getattr(request, "delivery_info", None) or {}).get("redelivered"))
         if not (was_dirty or force or redelivered):
             return {**outcome, "status": "clean"}
-        job = Job.objects.select_related("cluster").filter(pk=job_pk).first()
+        job = load_job(job_pk)
         if job is None:
             return {**outcome, "status": "gone"}
         refreshers = job_refreshers()

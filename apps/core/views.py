@@ -1,17 +1,23 @@
 """Pages and endpoints that belong to the portal as a whole."""
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.mixins import UserPassesTestMixin
 from django.http import JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.generic import TemplateView
 
-from apps.accounts.selectors import project_list_for_user
-
 from .readiness import readiness_report
 from .models import Heartbeat, TaskRun
+from .page_sections import page_sections
+
+
+def rendered_sections(page: str, request) -> list[dict]:
+    """The sections other apps registered for ``page`` (apps.core.page_sections), rendered."""
+    return [{"key": section.key, "half": section.half,
+             "html": render_to_string(section.template, section.context(request), request=request)}
+            for section in page_sections(page)]
 
 
 class HomeView(TemplateView):
@@ -19,7 +25,7 @@ class HomeView(TemplateView):
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        context["projects"] = project_list_for_user(self.request.user)
+        context["sections"] = rendered_sections("home", self.request)
         return context
 
 
@@ -40,19 +46,14 @@ class StaffView(StaffRequiredMixin, TemplateView):
     template_name = "core/staff.html"
 
     def get_context_data(self, **kwargs):
-        from apps.accounts.models import Project
-        from apps.jobs.selectors import cluster_list
-
         context = super().get_context_data(**kwargs)
         # Readiness is fetched by the page itself (static/js/belvedere.js): the broker round-trip
-        # can take seconds and must not hold up the page.
+        # can take seconds and must not hold up the page. Clusters, people and projects are the
+        # sections the jobs and accounts apps register.
         context.update(
-            user_count=get_user_model().objects.count(),
-            staff_count=get_user_model().objects.filter(is_staff=True).count(),
-            projects=Project.objects.order_by("slurm_account").prefetch_related("members")[:50],
+            sections=rendered_sections("staff", self.request),
             heartbeats=Heartbeat.objects.order_by("name"),
             task_runs=TaskRun.objects.select_related("requested_by")[:20],
-            clusters=cluster_list(),
         )
         return context
 

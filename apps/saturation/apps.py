@@ -7,8 +7,14 @@ class SaturationConfig(AppConfig):
     verbose_name = "Saturation"
 
     def ready(self):
+        from apps.core.gpu_models import register_gpu_model_provider
         from apps.core.panels import JobPanel, register_job_panel
         from apps.core.refresh import JobRefresher, register_job_refresher
+
+        from .selectors import gpu_model_for_job
+
+        # The per-model table (ceilings, clocks, power) is ours; telemetry's heatmaps read it through core.
+        register_gpu_model_provider(gpu_model_for_job)
 
         # Ingestion refreshes the jobs it touches (apps.core): the saturation product updates incrementally.
         register_job_refresher(JobRefresher(name="saturation", order=20, refresh="apps.saturation.services.job_saturation_update"))

@@ -9,6 +9,7 @@ from django.views.generic import TemplateView
 from rest_framework import serializers
 
 from apps.core.api.params import JobRefField
+from apps.core.node_colourings import node_colouring, node_colourings
 
 from .figures import system_figure
 from .links import FOCUS_LABELS
@@ -78,9 +79,18 @@ def read_index_params(query) -> tuple[dict, list[str]]:
     return (dict(rest.validated_data) if rest.is_valid() else {}), problems
 
 
+# The colourings the topology knows itself; other apps register theirs (apps.core.node_colourings).
+OWN_COLOURS = {"state": "node state", "group": "group", "overlay": "highlighted nodes"}
+
+
 class TopologyIndexView(TemplateView):
     template_name = "topology/index.html"
-    colour_modes = {"state": "node state", "job": "running job", "vetting": "vetting", "group": "group", "overlay": "highlighted nodes"}
+
+    @property
+    def colour_modes(self) -> dict[str, str]:
+        """?color= value -> words: node state, the registered colourings in their order, group, highlighted nodes."""
+        registered = {colouring.key: colouring.title for colouring in node_colourings() if colouring.key not in OWN_COLOURS}
+        return {"state": OWN_COLOURS["state"], **registered, "group": OWN_COLOURS["group"], "overlay": OWN_COLOURS["overlay"]}
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -122,17 +132,11 @@ class TopologyIndexView(TemplateView):
         if colour_by not in self.colour_modes or (colour_by == "overlay" and not placement):
             colour_by = "state"
         extra = {}
-        if colour_by == "job":
-            # Jobs depend on topology, not the other way round: ask the jobs app only here.
-            from apps.jobs.selectors import OTHER_JOBS, OTHER_USERS_JOBS, running_job_labels_for_user
-
-            extra = {"colour_by": "label", "labels": running_job_labels_for_user(self.request.user),
-                     "unlabelled": "no running job", "muted_labels": (OTHER_JOBS, OTHER_USERS_JOBS)}
-        elif colour_by == "vetting":
-            from apps.vetting.selectors import vetting_labels
-
-            labels, colours = vetting_labels()
-            extra = {"colour_by": "label", "labels": labels, "unlabelled": "not vetted in 7 days", "label_colours": colours}
+        registered = None if colour_by in OWN_COLOURS else node_colouring(colour_by)
+        if registered is not None:
+            labelled = registered.labels(self.request.user)
+            extra = {"colour_by": "label", "labels": labelled.labels, "unlabelled": labelled.unlabelled,
+                     "muted_labels": labelled.muted, "label_colours": labelled.colours}
         figure = system_figure(topology, states=node_states(), highlight=set(names) if placement else None,
                                highlight_label=highlight_label, focus=set(focus), focus_label=focus_label,
                                **({"colour_by": colour_by} | extra))

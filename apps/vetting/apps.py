@@ -13,3 +13,7 @@ class VettingConfig(AppConfig):
 
         register_job_panel(JobPanel(key="vetting", title="Node vetting", order=50, template="vetting/_job_section.html",
                                     context=context, summary=summary))
+
+        from . import colourings
+
+        colourings.register()  # the topology page's "vetting" colouring

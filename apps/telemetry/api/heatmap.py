@@ -15,6 +15,7 @@ from apps.core.api.authentication import JOB_API_AUTHENTICATION
 from apps.core.api.conditional import ConditionalProductMixin, row_version
 from apps.core.api.exceptions import InputError
 from apps.core.api.params import CommaListField, QueryIntegerField
+from apps.core.gpu_models import gpu_model_for
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
@@ -169,12 +170,10 @@ def _mean_of(cube: JobCube, field_id: int):
 
 
 def job_model_facts(job, cube: JobCube) -> heatmaps.ModelFacts:
-    """The physical facts of the job's GPU model (the saturation app keeps the per-model table; imported
-    here, at call time, as the demo loader does: saturation builds on telemetry, not the reverse), with
-    DCGM's own max clock, slowdown margin and power limit preferred when the cube has them."""
-    from apps.saturation.selectors import gpu_model_for_job
-
-    return heatmaps.with_measurements(heatmaps.facts_of(gpu_model_for_job(job)),
+    """The physical facts of the job's GPU model (from the app that keeps the per-model table, through
+    apps.core.gpu_models), with DCGM's own max clock, slowdown margin and power limit preferred when the
+    cube has them."""
+    return heatmaps.with_measurements(heatmaps.facts_of(gpu_model_for(job)),
                                       max_sm_clock=_mean_of(cube, heatmaps.MAX_SM_CLOCK_FIELD),
                                       temperature=_mean_of(cube, heatmaps.TEMPERATURE_FIELD),
                                       temperature_margin=_mean_of(cube, heatmaps.TEMPERATURE_MARGIN_FIELD),

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from apps.core.demo import DEFAULT_SEED, DemoContext, registered_parts
+from apps.core.demo_logins import demo_logins
 from apps.core.models import DemoState
 
 
@@ -45,8 +46,6 @@ class Command(BaseCommand):
         self._print_logins()
 
     def _print_logins(self):
-        from apps.accounts.demo import DEMO_LOGINS
-
         self.stdout.write("Log in with:")
-        for login in DEMO_LOGINS:
+        for login in demo_logins():
             self.stdout.write(f"  {login.role:<10} user {login.username!r:<10} password {login.password!r}")
