@@ -3,6 +3,7 @@ render other apps' sections only through the panel registry."""
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,19 @@ def test_the_jobs_contract_names_the_panel_and_view_modules_of_every_app_with_a_
     assert registering, "no app registers a job panel"
     for app in registering:
         assert f'"apps.{app}.panel"' in contract, f"apps.{app}.panel is missing from the jobs contract"
+
+
+def test_the_layers_contract_places_every_app():
+    """A new app must be placed in a layer (lint-imports' ``exhaustive`` says so too), and a layer must name
+    only apps that exist."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layered = [contract for contract in contracts if contract["type"] == "layers" and contract.get("containers") == ["apps"]]
+    assert len(layered) == 1, "pyproject.toml needs one layers contract over the apps"
+    placed = [name.strip() for layer in layered[0]["layers"] for name in re.split(r"[|:]", layer)]
+    apps = sorted(path.parent.name for path in (ROOT / "apps").glob("*/apps.py"))
+    assert len(apps) >= 11
+    assert sorted(placed) == apps
+    assert placed[-1] == "core", "core is the lowest layer"
 
 
 def test_jobs_templates_include_no_other_apps_templates():
