@@ -2,12 +2,7 @@
 runs of their quality checks, and the incidents those checks open and close."""
 from django.db import models
 
-
-class ProductState(models.TextChoices):
-    FRESH = "fresh", "Fresh"
-    AGING = "aging", "Aging"
-    STALE = "stale", "Stale"
-    UNKNOWN = "unknown", "Unknown"
+from .choices import CheckRunKindChoices, CheckRunStatusChoices, DataProductStateChoices
 
 
 class DataProduct(models.Model):
@@ -24,7 +19,7 @@ class DataProduct(models.Model):
     loaded = models.DateTimeField()
     search_text = models.TextField(blank=True, help_text="name, title, purpose, tags and columns, lowercased, for search")
     # Current quality (the last run of each check), for the list's badges and filters.
-    state = models.CharField(max_length=10, choices=ProductState.choices, default=ProductState.UNKNOWN, db_index=True)
+    state = models.CharField(max_length=10, choices=DataProductStateChoices.choices, default=DataProductStateChoices.UNKNOWN, db_index=True)
     state_as_of = models.DateTimeField(null=True, blank=True, help_text="When the checks that set the state ran.")
     newest_sample = models.DateTimeField(null=True, blank=True, help_text="The timestamp that drove the state.")
     coverage = models.FloatField(null=True, blank=True)
@@ -54,13 +49,10 @@ class ProductVersion(models.Model):
 
 
 class CheckRun(models.Model):
-    KINDS = [("freshness", "freshness"), ("coverage", "coverage"), ("gaps", "gaps"), ("drift", "schema drift")]
-    STATUSES = [("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("skipped", "skipped"), ("error", "error")]
-
     product = models.ForeignKey(DataProduct, on_delete=models.CASCADE, related_name="checks")
-    kind = models.CharField(max_length=20, choices=KINDS)
+    kind = models.CharField(max_length=20, choices=CheckRunKindChoices.choices)
     ran = models.DateTimeField(db_index=True)
-    status = models.CharField(max_length=10, choices=STATUSES)
+    status = models.CharField(max_length=10, choices=CheckRunStatusChoices.choices)
     summary = models.CharField(max_length=1000)
     measured = models.JSONField(default=dict, blank=True)
     duration_ms = models.PositiveIntegerField(default=0)

@@ -5,9 +5,10 @@ staff all, others their own and their projects' jobs; the counts stay whole."""
 from django.db.models import Count, Q, QuerySet
 
 from . import quality
+from .choices import DataProductStateChoices
 from .models import CheckRun, DataProduct, Incident
 
-STATES = ("fresh", "aging", "stale", "unknown")
+STATES = tuple(DataProductStateChoices.values)  # fresh, aging, stale, unknown
 
 
 def products(*, q: str = "", domain: str = "", owner: str = "", state: str = "") -> QuerySet[DataProduct]:

@@ -14,6 +14,7 @@ from django.utils import timezone
 from apps.telemetry.fields import FIELDS
 
 from . import quality
+from .choices import CheckRunStatusChoices
 from .definitions import ProductProblem, load_folder
 from .models import CheckRun, DataProduct, Incident, ProductVersion
 from .sources import Observation, SourceProblem, declared_schema, hosts_expected_until, observe, population
@@ -171,12 +172,12 @@ def run_checks(product: DataProduct, *, now: datetime | None = None) -> list[Che
 def _incident(product: DataProduct, run: CheckRun) -> None:
     """A failing check opens an incident (one per product and check); the first pass closes it."""
     current = Incident.objects.filter(product=product, kind=run.kind, closed__isnull=True).first()
-    if run.status == "fail" and current is None:
+    if run.status == CheckRunStatusChoices.FAIL and current is None:
         Incident.objects.create(product=product, kind=run.kind, opened=run.ran, opened_by=run, message=run.summary[:1000])
-    elif run.status == "fail":  # still breached: the message says how it is now, the opening time stays
+    elif run.status == CheckRunStatusChoices.FAIL:  # still breached: the message says how it is now, the opening time stays
         current.message = run.summary[:1000]
         current.save(update_fields=["message"])
-    elif run.status == "pass" and current is not None:
+    elif run.status == CheckRunStatusChoices.PASS and current is not None:
         current.closed, current.closed_by = run.ran, run
         current.save(update_fields=["closed", "closed_by"])
 

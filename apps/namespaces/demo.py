@@ -75,6 +75,7 @@ def build(context: DemoContext) -> dict:
 
     from apps.accounts.models import Project
 
+    from .choices import NamespaceRequestStatusChoices
     from .models import ManagedNamespace, TeamEnvelope
     from .services import commit, decide, inventory, refresh_status, submit, teardown_advance, teardown_request
 
@@ -173,7 +174,7 @@ def build(context: DemoContext) -> dict:
                     blueprints=[{"id": "inference", "params": {"hostname": host(second, "api"), "model": "meta-llama/Llama-3.1-70B-Instruct",
                                                                "gpus": 2}}])
     waiting = submit(serving, colleague)
-    assert waiting.status == "waiting_approval", waiting.message
+    assert waiting.status == NamespaceRequestStatusChoices.WAITING, waiting.message
     # and one the staff member turned down, with the reason the team reads
     baseline = _spec(first, "notebooks", "dev", "JupyterHub with root for apt installs", mail, psa="baseline",
                      psa_justification="users install system packages with apt")

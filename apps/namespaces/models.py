@@ -3,6 +3,8 @@ that create, change and tear them down, and every transition with who, when and 
 from django.conf import settings
 from django.db import models
 
+from .choices import ManagedNamespaceStateChoices, NamespaceRequestKindChoices, NamespaceRequestStatusChoices
+
 
 class TeamEnvelope(models.Model):
     """What a team may hold across its namespaces without asking; requests inside it are approved at once.
@@ -21,23 +23,12 @@ class TeamEnvelope(models.Model):
         return f"envelope of {self.project.slurm_account}"
 
 
-class NamespaceState(models.TextChoices):
-    PROVISIONING = "provisioning", "provisioning"
-    SYNCING = "syncing", "syncing"
-    READY = "ready", "ready"
-    DEGRADED = "degraded", "degraded"
-    FAILED = "failed", "failed"
-    FROZEN = "frozen", "frozen"
-    TEARING_DOWN = "tearing_down", "tearing down"
-    ARCHIVED = "archived", "archived"
-
-
 class ManagedNamespace(models.Model):
     name = models.CharField(max_length=63, unique=True)
     project = models.ForeignKey("accounts.Project", on_delete=models.PROTECT, related_name="namespaces")
     environment = models.CharField(max_length=20)
     spec = models.JSONField(help_text="The spec last committed.")
-    state = models.CharField(max_length=20, choices=NamespaceState.choices, default=NamespaceState.PROVISIONING)
+    state = models.CharField(max_length=20, choices=ManagedNamespaceStateChoices.choices, default=ManagedNamespaceStateChoices.PROVISIONING)
     commit = models.CharField(max_length=64, blank=True, help_text="The last commit that changed its directory.")
     teardown_step = models.CharField(max_length=20, blank=True)
     backup_requested = models.BooleanField(default=False)
@@ -57,31 +48,13 @@ class ManagedNamespace(models.Model):
         return self.name
 
 
-class RequestKind(models.TextChoices):
-    CREATE = "create", "new namespace"
-    CHANGE = "change", "change"
-    TEARDOWN = "teardown", "tear down"
-
-
-class RequestStatus(models.TextChoices):
-    DRAFT = "draft", "draft"
-    WAITING = "waiting_approval", "waiting for approval"
-    APPROVED = "approved", "approved"
-    REJECTED = "rejected", "rejected"
-    COMMITTED = "committed", "committed"
-    UNCHANGED = "unchanged", "no change"
-    SYNCING = "syncing", "syncing"
-    READY = "ready", "ready"
-    FAILED = "failed", "failed"
-
-
 class NamespaceRequest(models.Model):
-    kind = models.CharField(max_length=10, choices=RequestKind.choices)
+    kind = models.CharField(max_length=10, choices=NamespaceRequestKindChoices.choices)
     project = models.ForeignKey("accounts.Project", on_delete=models.PROTECT, related_name="namespace_requests")
     namespace = models.ForeignKey(ManagedNamespace, on_delete=models.PROTECT, null=True, blank=True, related_name="requests")
     name = models.CharField(max_length=63, help_text="The namespace's full name.")
     spec = models.JSONField()
-    status = models.CharField(max_length=20, choices=RequestStatus.choices, default=RequestStatus.DRAFT)
+    status = models.CharField(max_length=20, choices=NamespaceRequestStatusChoices.choices, default=NamespaceRequestStatusChoices.DRAFT)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="namespace_requests")
     needs_approval = models.JSONField(default=list, blank=True, help_text="Why a person must approve (empty: within the envelope).")
     approvers = models.JSONField(default=list, blank=True, help_text="Who may approve (usernames; empty: any staff).")

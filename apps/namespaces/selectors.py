@@ -8,7 +8,8 @@ from django.db.models import QuerySet
 
 from apps.accounts.selectors import slurm_accounts_for_user
 
-from .models import ManagedNamespace, NamespaceRequest, NamespaceState, RequestStatus
+from .choices import ManagedNamespaceStateChoices, NamespaceRequestStatusChoices
+from .models import ManagedNamespace, NamespaceRequest
 
 
 def teams_for_user(user) -> list[str]:
@@ -18,7 +19,7 @@ def teams_for_user(user) -> list[str]:
 def namespaces_for_user(user, *, archived: bool = False) -> QuerySet[ManagedNamespace]:
     queryset = ManagedNamespace.objects.select_related("project")
     if not archived:
-        queryset = queryset.exclude(state=NamespaceState.ARCHIVED)
+        queryset = queryset.exclude(state=ManagedNamespaceStateChoices.ARCHIVED)
     if not getattr(user, "is_authenticated", False):
         return queryset.none()
     if user.is_staff:
@@ -42,5 +43,5 @@ def requests_for_user(user) -> QuerySet[NamespaceRequest]:
 def approval_queue(user) -> list[NamespaceRequest]:
     from .services import may_approve
 
-    waiting = requests_for_user(user).filter(status=RequestStatus.WAITING).order_by("created")
+    waiting = requests_for_user(user).filter(status=NamespaceRequestStatusChoices.WAITING).order_by("created")
     return [request for request in waiting if may_approve(request, user)]

@@ -13,17 +13,10 @@ from django.utils import timezone
 from apps.accounts.models import Project
 
 from .argocd import ArgoClient, ArgoUnavailable, summarise, worst
+from .choices import ManagedNamespaceStateChoices, NamespaceRequestKindChoices, NamespaceRequestStatusChoices
 from .gitops import GitError, GitOpsRepo
 from .inventory import Inventory, load_inventory
-from .models import (
-    ManagedNamespace,
-    NamespaceRequest,
-    NamespaceState,
-    RequestEvent,
-    RequestKind,
-    RequestStatus,
-    TeamEnvelope,
-)
+from .models import ManagedNamespace, NamespaceRequest, RequestEvent, TeamEnvelope
 from .render import files as render_files
 from .render import render
 from .schemas import validate_manifests
@@ -72,7 +65,7 @@ def envelope_of(project: Project) -> tuple[dict, list[str]]:
 
 
 def _live(exclude: ManagedNamespace | None = None):
-    queryset = ManagedNamespace.objects.exclude(state=NamespaceState.ARCHIVED).select_related("project")
+    queryset = ManagedNamespace.objects.exclude(state=ManagedNamespaceStateChoices.ARCHIVED).select_related("project")
     return [ns for ns in queryset if exclude is None or ns.pk != exclude.pk]
 
 
@@ -93,7 +86,7 @@ def context_for(spec: dict, user, *, namespace: ManagedNamespace | None = None) 
         if ns.project.slurm_account == team:
             team_usage = team_usage + usage
     # requests still in flight hold their names too
-    pending = NamespaceRequest.objects.filter(status__in=[RequestStatus.WAITING, RequestStatus.APPROVED], kind=RequestKind.CREATE)
+    pending = NamespaceRequest.objects.filter(status__in=[NamespaceRequestStatusChoices.WAITING, NamespaceRequestStatusChoices.APPROVED], kind=NamespaceRequestKindChoices.CREATE)
     for name, account in pending.values_list("name", "project__slurm_account"):
         names.setdefault(name, account)
     project = Project.objects.filter(slurm_account=team).first() if team else None
@@ -178,14 +171,14 @@ def submit(spec: dict, user, *, namespace: ManagedNamespace | None = None) -> Na
     name = namespace_name(spec["team"], spec["name"])
     with transaction.atomic():
         request = NamespaceRequest.objects.create(
-            kind=RequestKind.CHANGE if namespace else RequestKind.CREATE, project=project, namespace=namespace, name=name, spec=spec,
+            kind=NamespaceRequestKindChoices.CHANGE if namespace else NamespaceRequestKindChoices.CREATE, project=project, namespace=namespace, name=name, spec=spec,
             requested_by=user, needs_approval=check.needs_approval, approvers=extra["_approvers"])
-        _event(request=request, to_state=RequestStatus.DRAFT, actor=user.get_username(), message="submitted")
+        _event(request=request, to_state=NamespaceRequestStatusChoices.DRAFT, actor=user.get_username(), message="submitted")
         if check.needs_approval:
             who = ", ".join(extra["_approvers"]) or "any staff member"
-            _move(request, RequestStatus.WAITING, user.get_username(), f"needs approval by {who}: " + "; ".join(check.needs_approval))
+            _move(request, NamespaceRequestStatusChoices.WAITING, user.get_username(), f"needs approval by {who}: " + "; ".join(check.needs_approval))
         else:
-            _move(request, RequestStatus.APPROVED, "belvedere", "approved automatically: inside the team's envelope")
+            _move(request, NamespaceRequestStatusChoices.APPROVED, "belvedere", "approved automatically: inside the team's envelope")
             transaction.on_commit(lambda: queue_commit(request.pk))
     return request
 
@@ -205,7 +198,7 @@ def may_approve(request: NamespaceRequest, user) -> bool:
 
 
 def decide(request: NamespaceRequest, user, *, approve: bool, reason: str = "") -> NamespaceRequest:
-    if request.status != RequestStatus.WAITING:
+    if request.status != NamespaceRequestStatusChoices.WAITING:
         raise NotAllowed(f"request {request.number} is {request.get_status_display()}, not waiting for approval")
     if not may_approve(request, user):
         raise NotPermitted(f"only {', '.join(request.approvers) or 'staff'} may decide on {request.number}")
@@ -213,7 +206,7 @@ def decide(request: NamespaceRequest, user, *, approve: bool, reason: str = "") 
         raise NotAllowed("say why the request is rejected: the team reads it")
     with transaction.atomic():
         request.decided_by, request.decision_reason = user, reason.strip()[:500]
-        _move(request, RequestStatus.APPROVED if approve else RequestStatus.REJECTED, user.get_username(),
+        _move(request, NamespaceRequestStatusChoices.APPROVED if approve else NamespaceRequestStatusChoices.REJECTED, user.get_username(),
               f"{'approved' if approve else 'rejected'} by {user.get_username()}" + (f": {reason.strip()}" if reason.strip() else ""))
         if approve:
             transaction.on_commit(lambda: queue_commit(request.pk))
@@ -229,7 +222,7 @@ def queue_commit(request_pk: int) -> None:
 def commit(request: NamespaceRequest) -> NamespaceRequest:
     """Render the approved request into its directory of the GitOps repository. Idempotent: a request whose
     files are already there is marked 'no change' and makes no commit."""
-    if request.status != RequestStatus.APPROVED:
+    if request.status != NamespaceRequestStatusChoices.APPROVED:
         return request
     spec = request.spec
     user = request.requested_by.get_username()
@@ -237,7 +230,7 @@ def commit(request: NamespaceRequest) -> NamespaceRequest:
     problems = validate_manifests(manifests)
     if problems:  # a renderer fault must not reach the cluster: nothing is written
         listed = "; ".join(str(problem) for problem in problems[:5])
-        _move(request, RequestStatus.FAILED, "belvedere", f"the rendered manifests break the bundled schemas, nothing committed: {listed}"[:1000])
+        _move(request, NamespaceRequestStatusChoices.FAILED, "belvedere", f"the rendered manifests break the bundled schemas, nothing committed: {listed}"[:1000])
         return request
     rendered = render_files(spec, manifests)
     directory = GitOpsRepo.directory(spec["team"], request.name)
@@ -252,21 +245,21 @@ def commit(request: NamespaceRequest) -> NamespaceRequest:
         if namespace is None:
             namespace = ManagedNamespace.objects.create(name=request.name, project=request.project, environment=spec["environment"],
                                                         spec=spec)
-            _event(namespace=namespace, to_state=NamespaceState.PROVISIONING, actor=user, message=f"created by {request.number}")
+            _event(namespace=namespace, to_state=ManagedNamespaceStateChoices.PROVISIONING, actor=user, message=f"created by {request.number}")
         request.namespace = namespace
         if sha is None:
             request.diff = ""
-            _move(request, RequestStatus.UNCHANGED, "belvedere", "the repository already holds exactly this: nothing to commit")
+            _move(request, NamespaceRequestStatusChoices.UNCHANGED, "belvedere", "the repository already holds exactly this: nothing to commit")
             return request
         request.commit, request.diff = sha, diff
-        _move(request, RequestStatus.COMMITTED, "belvedere", f"committed {sha[:12]}" + ("" if settings.ARGOCD_URL else
+        _move(request, NamespaceRequestStatusChoices.COMMITTED, "belvedere", f"committed {sha[:12]}" + ("" if settings.ARGOCD_URL else
                                                                                         "; no Argo CD configured, so no sync status"), sha)
         namespace.spec, namespace.commit, namespace.environment = spec, sha, spec["environment"]
         if settings.ARGOCD_URL:
-            _set_state(namespace, NamespaceState.SYNCING, "belvedere", f"{request.number} committed, waiting for Argo CD", sha)
-            _move(request, RequestStatus.SYNCING, "belvedere", "waiting for Argo CD to sync")
+            _set_state(namespace, ManagedNamespaceStateChoices.SYNCING, "belvedere", f"{request.number} committed, waiting for Argo CD", sha)
+            _move(request, NamespaceRequestStatusChoices.SYNCING, "belvedere", "waiting for Argo CD to sync")
         else:
-            _set_state(namespace, NamespaceState.PROVISIONING if namespace.state == NamespaceState.PROVISIONING else namespace.state,
+            _set_state(namespace, ManagedNamespaceStateChoices.PROVISIONING if namespace.state == ManagedNamespaceStateChoices.PROVISIONING else namespace.state,
                        "belvedere", f"{request.number} committed; no Argo CD configured", sha, force_event=True)
             namespace.status_message = "committed, no Argo CD configured"
             namespace.save()
@@ -308,7 +301,7 @@ def refresh_status(namespace: ManagedNamespace, client: ArgoClient | None = None
         namespace.status_message = "committed, no Argo CD configured"
         namespace.save()
         return namespace
-    if namespace.state in (NamespaceState.ARCHIVED,):
+    if namespace.state in (ManagedNamespaceStateChoices.ARCHIVED,):
         return namespace
     try:
         apps = [client.application(name, project) for name, project in applications_of(namespace)]
@@ -319,19 +312,19 @@ def refresh_status(namespace: ManagedNamespace, client: ArgoClient | None = None
     summary = summarise(apps)
     namespace.sync_status, namespace.health_status = worst(apps)
     namespace.status_message, namespace.status_detail = summary.message[:1000], {"apps": summary.apps}
-    if namespace.state in (NamespaceState.TEARING_DOWN, NamespaceState.FROZEN):
+    if namespace.state in (ManagedNamespaceStateChoices.TEARING_DOWN, ManagedNamespaceStateChoices.FROZEN):
         namespace.save()
         return namespace
-    target = {"ready": NamespaceState.READY, "syncing": NamespaceState.SYNCING, "degraded": NamespaceState.DEGRADED,
-              "failed": NamespaceState.FAILED}[summary.state]
+    target = {"ready": ManagedNamespaceStateChoices.READY, "syncing": ManagedNamespaceStateChoices.SYNCING, "degraded": ManagedNamespaceStateChoices.DEGRADED,
+              "failed": ManagedNamespaceStateChoices.FAILED}[summary.state]
     _set_state(namespace, target, "argocd", summary.message, namespace.commit)
-    for request in namespace.requests.filter(status__in=[RequestStatus.SYNCING, RequestStatus.COMMITTED]):
-        if summary.state == "syncing" and request.status == RequestStatus.COMMITTED:
-            _move(request, RequestStatus.SYNCING, "argocd", summary.message)
+    for request in namespace.requests.filter(status__in=[NamespaceRequestStatusChoices.SYNCING, NamespaceRequestStatusChoices.COMMITTED]):
+        if summary.state == "syncing" and request.status == NamespaceRequestStatusChoices.COMMITTED:
+            _move(request, NamespaceRequestStatusChoices.SYNCING, "argocd", summary.message)
         elif summary.state == "ready":
-            _move(request, RequestStatus.READY, "argocd", summary.message)
+            _move(request, NamespaceRequestStatusChoices.READY, "argocd", summary.message)
         elif summary.state in ("failed", "degraded"):
-            _move(request, RequestStatus.FAILED, "argocd", summary.message)
+            _move(request, NamespaceRequestStatusChoices.FAILED, "argocd", summary.message)
     return namespace
 
 
@@ -340,19 +333,19 @@ def refresh_status(namespace: ManagedNamespace, client: ArgoClient | None = None
 
 
 def teardown_request(namespace: ManagedNamespace, user, *, backup: bool, reason: str) -> NamespaceRequest:
-    if namespace.state in (NamespaceState.TEARING_DOWN, NamespaceState.ARCHIVED):
+    if namespace.state in (ManagedNamespaceStateChoices.TEARING_DOWN, ManagedNamespaceStateChoices.ARCHIVED):
         raise NotAllowed(f"{namespace.name} is already {namespace.get_state_display()}")
     if not reason.strip():
         raise NotAllowed("say why the namespace goes away")
     with transaction.atomic():
-        request = NamespaceRequest.objects.create(kind=RequestKind.TEARDOWN, project=namespace.project, namespace=namespace,
+        request = NamespaceRequest.objects.create(kind=NamespaceRequestKindChoices.TEARDOWN, project=namespace.project, namespace=namespace,
                                                   name=namespace.name, spec=namespace.spec, requested_by=user,
                                                   message=reason.strip()[:1000])
-        _event(request=request, to_state=RequestStatus.DRAFT, actor=user.get_username(), message=f"tear down: {reason.strip()}")
-        _move(request, RequestStatus.APPROVED, user.get_username(), "a team member may tear down their namespace")
+        _event(request=request, to_state=NamespaceRequestStatusChoices.DRAFT, actor=user.get_username(), message=f"tear down: {reason.strip()}")
+        _move(request, NamespaceRequestStatusChoices.APPROVED, user.get_username(), "a team member may tear down their namespace")
         namespace.backup_requested = backup
         namespace.teardown_step = ""
-        _set_state(namespace, NamespaceState.TEARING_DOWN, user.get_username(), f"teardown requested ({request.number}): {reason.strip()}")
+        _set_state(namespace, ManagedNamespaceStateChoices.TEARING_DOWN, user.get_username(), f"teardown requested ({request.number}): {reason.strip()}")
         transaction.on_commit(lambda: queue_teardown(namespace.pk))
     return request
 
@@ -370,7 +363,7 @@ def teardown_advance(namespace: ManagedNamespace, *, actor: str = "belvedere", c
     client = client if client is not None else argo_client()
     repo = repository()
     directory = GitOpsRepo.directory(namespace.project.slurm_account, namespace.name)
-    request = namespace.requests.filter(kind=RequestKind.TEARDOWN).order_by("-created").first()
+    request = namespace.requests.filter(kind=NamespaceRequestKindChoices.TEARDOWN).order_by("-created").first()
     while True:
         step = namespace.teardown_step
         done = TEARDOWN_STEPS.index(step) + 1 if step else 0
@@ -415,14 +408,14 @@ def teardown_advance(namespace: ManagedNamespace, *, actor: str = "belvedere", c
             _record_step(namespace, "archive", actor, "archived")
             namespace.archived = timezone.now()
             namespace.status_message = "torn down and archived"
-            _set_state(namespace, NamespaceState.ARCHIVED, actor, "archived after teardown")
+            _set_state(namespace, ManagedNamespaceStateChoices.ARCHIVED, actor, "archived after teardown")
             if request:
-                _move(request, RequestStatus.READY, actor, "torn down and archived")
+                _move(request, NamespaceRequestStatusChoices.READY, actor, "torn down and archived")
             return ""
 
 
 def _record_step(namespace: ManagedNamespace, step: str, actor: str, message: str, commit: str = "") -> None:
-    _event(namespace=namespace, from_state=namespace.teardown_step or "tearing_down", to_state=step, actor=actor, message=message,
+    _event(namespace=namespace, from_state=namespace.teardown_step or ManagedNamespaceStateChoices.TEARING_DOWN, to_state=step, actor=actor, message=message,
            commit=commit)
     namespace.teardown_step = step
     if commit:

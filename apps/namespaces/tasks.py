@@ -38,12 +38,12 @@ def refresh_status_task(namespace_pk: int) -> dict:
 @shared_task(name="namespaces.refresh_statuses", **IDEMPOTENT)
 def refresh_statuses_task() -> list[str]:
     """Beat: every namespace not archived gets its Argo CD status read; teardowns waiting on Argo CD move on."""
-    from .models import ManagedNamespace, NamespaceState
+    from .models import ManagedNamespace, ManagedNamespaceStateChoices
     from .services import refresh_status, teardown_advance
 
     touched = []
-    for namespace in ManagedNamespace.objects.exclude(state=NamespaceState.ARCHIVED).select_related("project"):
-        if namespace.state == NamespaceState.TEARING_DOWN:
+    for namespace in ManagedNamespace.objects.exclude(state=ManagedNamespaceStateChoices.ARCHIVED).select_related("project"):
+        if namespace.state == ManagedNamespaceStateChoices.TEARING_DOWN:
             teardown_advance(namespace)
         else:
             refresh_status(namespace)

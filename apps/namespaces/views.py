@@ -10,8 +10,8 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from .api.views import inventory_document
+from .choices import ManagedNamespaceStateChoices, NamespaceRequestStatusChoices
 from .forms import GPU_ROWS, form_field, form_from_spec, spec_from_form
-from .models import NamespaceState, RequestStatus
 from .render import to_yaml
 from .selectors import approval_queue, namespace_get_for_user, namespaces_for_user, requests_for_user, teams_for_user
 from .services import (
@@ -35,10 +35,10 @@ class NamespaceIndexView(TemplateView):
         context = super().get_context_data(**kwargs)
         user = self.request.user
         context.update(namespaces=list(namespaces_for_user(user)), teams=teams_for_user(user),
-                       pending=list(requests_for_user(user).filter(status__in=[RequestStatus.WAITING, RequestStatus.APPROVED,
-                                                                               RequestStatus.COMMITTED, RequestStatus.SYNCING])[:50]),
+                       pending=list(requests_for_user(user).filter(status__in=[NamespaceRequestStatusChoices.WAITING, NamespaceRequestStatusChoices.APPROVED,
+                                                                               NamespaceRequestStatusChoices.COMMITTED, NamespaceRequestStatusChoices.SYNCING])[:50]),
                        queue=approval_queue(user) if user.is_staff else [],
-                       archived=list(namespaces_for_user(user, archived=True).filter(state=NamespaceState.ARCHIVED)[:20]))
+                       archived=list(namespaces_for_user(user, archived=True).filter(state=ManagedNamespaceStateChoices.ARCHIVED)[:20]))
         return context
 
 
@@ -52,7 +52,7 @@ class RequestFormView(TemplateView):
         if not name:
             return None
         namespace = namespace_get_for_user(self.request.user, name)
-        if namespace is None or namespace.state == NamespaceState.ARCHIVED:
+        if namespace is None or namespace.state == ManagedNamespaceStateChoices.ARCHIVED:
             raise Http404("no such namespace")
         return namespace
 
@@ -81,7 +81,7 @@ class RequestFormView(TemplateView):
             for problem in exc.check.problems:
                 errors.setdefault(form_field(problem.field, spec), []).append(problem.message)
             return self.render_to_response(self.get_context_data(values=request.POST.dict(), errors=errors), status=400)
-        if created.status == RequestStatus.WAITING:
+        if created.status == NamespaceRequestStatusChoices.WAITING:
             messages.info(request, f"{created.number} is waiting for approval: {'; '.join(created.needs_approval)}")
         else:
             messages.success(request, f"{created.number} was approved at once (inside your team's envelope) and is being committed.")
@@ -169,7 +169,7 @@ class RequestDetailView(TemplateView):
             raise Http404("no such request")
         from .services import may_approve
 
-        context.update(req=found, events=list(found.events.all()), may_decide=found.status == RequestStatus.WAITING and may_approve(found, self.request.user))
+        context.update(req=found, events=list(found.events.all()), may_decide=found.status == NamespaceRequestStatusChoices.WAITING and may_approve(found, self.request.user))
         return context
 
     def post(self, request, *args, **kwargs):
