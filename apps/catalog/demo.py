@@ -82,69 +82,108 @@ def _error_counters(hosts: list[str], end, hours: int, rng: np.random.Generator)
 
 @demo_part("catalog", order=90, reset=reset)
 def build(context: DemoContext) -> dict:
-    from apps.jobs.models import Job
-    from apps.telemetry.backends.base import TelemetryUnavailable
-    from apps.telemetry.store import telemetry_store
-    from apps.topology.models import Node
-
     from .models import DataProduct
-    from .services import load_catalog, run_checks
+    from .services import load_catalog
 
     report = load_catalog()
     if report.problems:
         raise RuntimeError("the built-in product files do not load: " + "; ".join(map(str, report.problems)))
     now = context.now.replace(second=0, microsecond=0)
-    samples = 0
+    store = _fleet_store(context)
+    samples = _write_fleet(context, store, now) if store is not None else 0
+    checked = _check_history(now)
+    return {"products": DataProduct.objects.count(), "fleet samples": samples, "check runs": checked * 4}
+
+
+def _fleet_store(context: DemoContext):
+    """The telemetry store, or None (and a line saying why) when it does not answer."""
+    from apps.telemetry.backends.base import TelemetryUnavailable
+    from apps.telemetry.store import telemetry_store
+
     try:
         store = telemetry_store()
         store.check()
     except TelemetryUnavailable as exc:
         context.say(f"  catalog      no fleet telemetry: {exc}")
-        store = None
-    if store is not None:
-        rng = np.random.default_rng(context.seed)
-        minutes = max(60, int(settings.DEMO_FLEET_HOURS * 60))
-        start = now - timedelta(minutes=minutes - 1)
-        times = pd.date_range(start, periods=minutes, freq="60s", tz="UTC")
-        up = list(Node.objects.exclude(state="down").order_by("hostname").values_list("hostname", "group__number"))
-        hosts = [host for host, _ in up]
-        position = {host: index for index, host in enumerate(hosts)}
-        # Where a job ran the GPUs are loaded; where the telemetry part wrote a job's own device samples (10 s to
-        # a few minutes apart, same fields) the fleet stream does not overwrite them: it resumes when they end.
-        loaded = np.zeros((len(hosts), minutes), dtype=bool)
-        for job_start, job_end, nodes in (Job.objects.filter(cluster__name=DEMO_CLUSTER, start_time__lt=now)
-                                          .filter(Q(end_time__isnull=True) | Q(end_time__gt=start))
-                                          .values_list("start_time", "end_time", "node_list")):
-            _mark(loaded, times, [position[h] for h in nodes or [] if h in position], job_start, job_end)
-        covered = np.zeros_like(loaded)
-        profiled = set()  # nodes that ran a demo job with its own telemetry, then or now
-        for nodes, window_start, window_end in context.shared.get("telemetry_windows", []):
-            _mark(covered, times, [position[h] for h in nodes if h in position], window_start, window_end)
-            profiled.update(nodes)
-        running = {host for nodes in Job.objects.filter(state="RUNNING").values_list("node_list", flat=True) for host in nodes or []}
-        quiet = [host for host in hosts if host not in running and host not in profiled]
-        quiet_set = set(quiet)
-        gap = [host for host, group in up if group == GAP_GROUP and host in quiet_set][:GAP_NODES]
-        restarted = [host for host in quiet if host not in gap][100:100 + RESTART_NODES]
-        keep = ~covered
-        keep[[position[h] for h in gap], minutes - GAP_MINUTES:] = False
-        keep[[position[h] for h in restarted], minutes - 70:minutes - 58] = False
-        for first in range(0, len(hosts), 400):
-            rows = slice(first, first + 400)
-            samples += store.write(_fleet(hosts[rows], times, rng, loaded[rows], keep[rows]))
-        for first in range(0, len(hosts), 800):
-            samples += store.write(_error_counters(hosts[first:first + 800], now - timedelta(hours=50), 24, rng))
-        context.shared["catalog_gap_nodes"] = gap
-        context.shared["catalog_restarted_nodes"] = restarted
-        context.feed_memory["silent_nodes"] = gap
+        return None
+    return store
+
+
+def _job_masks(hosts: list[str], times: pd.DatetimeIndex, now, context: DemoContext) -> tuple[np.ndarray, np.ndarray, set]:
+    """(loaded, covered, profiled): host × minute where a demo job ran (its GPUs are loaded), where the
+    telemetry part wrote a job's own device samples (10 s to a few minutes apart, same fields: the fleet
+    stream does not overwrite them, it resumes when they end), and the nodes that ran such a job."""
+    from apps.jobs.models import Job
+
+    position = {host: index for index, host in enumerate(hosts)}
+    loaded = np.zeros((len(hosts), len(times)), dtype=bool)
+    for job_start, job_end, nodes in (Job.objects.filter(cluster__name=DEMO_CLUSTER, start_time__lt=now)
+                                      .filter(Q(end_time__isnull=True) | Q(end_time__gt=times[0]))
+                                      .values_list("start_time", "end_time", "node_list")):
+        _mark(loaded, times, [position[h] for h in nodes or [] if h in position], job_start, job_end)
+    covered = np.zeros_like(loaded)
+    profiled = set()  # nodes that ran a demo job with its own telemetry, then or now
+    for nodes, window_start, window_end in context.shared.get("telemetry_windows", []):
+        _mark(covered, times, [position[h] for h in nodes if h in position], window_start, window_end)
+        profiled.update(nodes)
+    return loaded, covered, profiled
+
+
+def _silent_nodes(up: list[tuple[str, int]], profiled: set) -> tuple[list[str], list[str]]:
+    """(gap, restarted): quiet nodes (no running job, no profiled job) of group GAP_GROUP that stop sending,
+    and others whose collector restarted an hour ago (twelve minutes missing)."""
+    from apps.jobs.models import Job
+
+    running = {host for nodes in Job.objects.filter(state="RUNNING").values_list("node_list", flat=True) for host in nodes or []}
+    quiet = [host for host, _ in up if host not in running and host not in profiled]
+    quiet_set = set(quiet)
+    gap = [host for host, group in up if group == GAP_GROUP and host in quiet_set][:GAP_NODES]
+    restarted = [host for host in quiet if host not in gap][100:100 + RESTART_NODES]
+    return gap, restarted
+
+
+def _write_fleet(context: DemoContext, store, now) -> int:
+    """The fleet's telemetry of the last DEMO_FLEET_HOURS (idle or loaded GPUs, with the planted gaps) and
+    two days old error counters; the number of samples written."""
+    from apps.topology.models import Node
+
+    rng = np.random.default_rng(context.seed)
+    minutes = max(60, int(settings.DEMO_FLEET_HOURS * 60))
+    times = pd.date_range(now - timedelta(minutes=minutes - 1), periods=minutes, freq="60s", tz="UTC")
+    up = list(Node.objects.exclude(state="down").order_by("hostname").values_list("hostname", "group__number"))
+    hosts = [host for host, _ in up]
+    position = {host: index for index, host in enumerate(hosts)}
+    loaded, covered, profiled = _job_masks(hosts, times, now, context)
+    gap, restarted = _silent_nodes(up, profiled)
+    keep = ~covered
+    keep[[position[h] for h in gap], minutes - GAP_MINUTES:] = False
+    keep[[position[h] for h in restarted], minutes - 70:minutes - 58] = False
+    samples = 0
+    for first in range(0, len(hosts), 400):
+        rows = slice(first, first + 400)
+        samples += store.write(_fleet(hosts[rows], times, rng, loaded[rows], keep[rows]))
+    for first in range(0, len(hosts), 800):
+        samples += store.write(_error_counters(hosts[first:first + 800], now - timedelta(hours=50), 24, rng))
+    context.shared["catalog_gap_nodes"] = gap
+    context.shared["catalog_restarted_nodes"] = restarted
+    context.feed_memory["silent_nodes"] = gap
+    return samples
+
+
+def _check_history(now) -> int:
+    """Every product checked at a few moments of the last hours (a short history, the gap's incident opening
+    on the way); the number of check moments."""
+    from .models import DataProduct
+    from .services import run_checks
+
     checked = 0
     fleet_minutes = max(60, int(settings.DEMO_FLEET_HOURS * 60))
-    moments = [m for m in (100, 70, 40, 20, 0) if m < fleet_minutes - 10]  # a short history, the gap's incident opening on the way
+    moments = [m for m in (100, 70, 40, 20, 0) if m < fleet_minutes - 10]
     for product in DataProduct.objects.all():
         for minutes_ago in moments:
             run_checks(product, now=now - timedelta(minutes=minutes_ago))
             checked += 1
-    return {"products": DataProduct.objects.count(), "fleet samples": samples, "check runs": checked * 4}
+    return checked
 
 
 @demo_feeder("fleet", order=90)

@@ -104,14 +104,18 @@ def build(context: DemoContext) -> dict:
     edf_create(demo, name="megatron-debug", text=MEGATRON_DEBUG, description="megatron + SSH for debugging")
     edf_create(demo, name="jax-2024", text=JAX_OLD, description="old JAX setup (retired NCCL plugin variant)")
 
-    documents = 4
-    first_project = Project.objects.filter(memberships__user=demo).order_by("slurm_account").first()
-    if first_project is not None:
-        colleague = (User.objects.filter(memberships__project=first_project).exclude(pk=demo.pk)
-                     .order_by("username").first())
-        if colleague is not None:
-            team = edf_create(colleague, name="team-base", text=TEAM_BASE,
-                              description=f"{first_project.slurm_account} team base environment")
-            edf_share(colleague, team, [first_project.slurm_account])
-            documents += 1
+    documents = 4 + _share_team_base(demo)
     return {"edfs": documents, "versions": documents + 2}
+
+
+def _share_team_base(demo) -> int:
+    """A colleague in the demo user's first project shares the team's base environment; 1 if there is one."""
+    first_project = Project.objects.filter(memberships__user=demo).order_by("slurm_account").first()
+    if first_project is None:
+        return 0
+    colleague = get_user_model().objects.filter(memberships__project=first_project).exclude(pk=demo.pk).order_by("username").first()
+    if colleague is None:
+        return 0
+    team = edf_create(colleague, name="team-base", text=TEAM_BASE, description=f"{first_project.slurm_account} team base environment")
+    edf_share(colleague, team, [first_project.slurm_account])
+    return 1
