@@ -10,12 +10,16 @@ export BELVEDERE_BIND
 # Integration profile: PostgreSQL and Redis on this machine (.ci/run starts them).
 INTEGRATION_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/belvedere
 INTEGRATION_BROKER_URL ?= redis://127.0.0.1:6379/15
+# `make test` runs the suite in this many parallel processes (pytest-xdist; "auto": one per core).
+# Serially: make test TEST_WORKERS=0 (or PYTEST_ARGS="-n 0").
+TEST_WORKERS ?= 2
 
 .PHONY: help install run test test-integration bench clean
 
 help:
 	@echo "make run               set up and start the portal (web + worker + beat) on http://$(BELVEDERE_BIND)/"
-	@echo "make test              set up and run the whole test suite (SQLite, filesystem broker, Chromium if installed)"
+	@echo "make test              set up and run the whole test suite (SQLite, filesystem broker, Chromium if installed),"
+	@echo "                       in $(TEST_WORKERS) parallel processes (TEST_WORKERS=0: serially)"
 	@echo "make test-integration  the suite against PostgreSQL and Redis ($(INTEGRATION_DATABASE_URL), $(INTEGRATION_BROKER_URL))"
 	@echo "make bench             run the benchmarks under bench/ and print their table"
 
@@ -41,8 +45,11 @@ run: $(BIN)/.installed
 	@echo
 	exec $(BIN)/python deploy/supervise.py --demo
 
+# --dist loadgroup: the tests that share a singleton (Chromium, the private Slurm cluster) run on one
+# worker (XDIST_GROUPS in tests/conftest.py). The integration profile stays serial: its workers would
+# share one Redis broker.
 test: $(BIN)/.installed-dev
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-integration: $(BIN)/.installed-dev
 	DATABASE_URL=$(INTEGRATION_DATABASE_URL) CELERY_BROKER_URL=$(INTEGRATION_BROKER_URL) BELVEDERE_INTEGRATION=1 \

@@ -9,6 +9,13 @@ The suite runs in two profiles with the same tests:
 Tests marked ``integration`` start a real Celery worker process (:func:`celery_worker_process`).
 With BELVEDERE_NO_SKIP=1 (set by ``.ci/run``, or CI=true) a skipped test fails the run: CI must
 exercise every path, a laptop without Chromium may skip the browser tests.
+
+``make test`` runs the default profile in parallel (pytest-xdist, ``-n $(TEST_WORKERS)`` with
+``--dist loadgroup``). Each xdist worker gets its own data folder (``var/test/run-<pid>``: database
+file, filesystem broker, telemetry store, worker logs), so the real Celery worker a test starts
+consumes only its own xdist worker's tasks. Tests that share one expensive singleton run on one
+worker (:data:`XDIST_GROUPS`): one Chromium and live server, one private Slurm cluster.
+``make test PYTEST_ARGS="-n 0"`` runs serially.
 """
 import os
 import shutil
@@ -80,9 +87,44 @@ def engine_sensitive(item) -> bool:
     return bool(marker and marker.kwargs.get("transaction"))
 
 
+# Tests that share a singleton resource (a session fixture that is expensive to start twice) run on
+# one xdist worker under ``--dist loadgroup``: group -> (fixtures, markers) that put a test in it.
+# The first group that matches wins (xdist would make a test in two groups a third group).
+XDIST_GROUPS = {
+    # One headless Chromium and one live server for every browser test.
+    "chromium": ({"browser", "page"}, {"browser"}),
+    # One private Slurm cluster (own munged, slurmctld, slurmd, MariaDB database) for the run.
+    "slurm-cluster": ({"slurm_cluster", "slurm_cluster_accounting", "slurmrestd_socket", "slurm_env"}, set()),
+}
+
+
+def xdist_group_of(item) -> str | None:
+    for group, (fixtures, markers) in XDIST_GROUPS.items():
+        if fixtures & set(getattr(item, "fixturenames", ())) or any(item.get_closest_marker(m) for m in markers):
+            return group
+    return None
+
+
+def pytest_configure(config):
+    """The xdist controller forgets the data folder portal/settings/test.py chose for it (run-<its pid>),
+    so that each worker it starts chooses its own (run-<worker pid>) instead of inheriting it: two workers
+    must never share a filesystem broker queue (one's Celery worker would run the other's tasks) nor
+    remove each other's folder when they finish."""
+    distributing = getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+    if distributing and os.environ.get("BELVEDERE_DATA_DIR", "").endswith(f"{os.sep}run-{os.getpid()}"):
+        del os.environ["BELVEDERE_DATA_DIR"]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the groups into node ids
 def pytest_collection_modifyitems(config, items):
-    """``--engine-subset`` (used by .ci/run for the PostgreSQL + Redis profile) keeps only the tests
+    """Each test that needs a singleton joins its xdist group (see XDIST_GROUPS).
+
+    ``--engine-subset`` (used by .ci/run for the PostgreSQL + Redis profile) keeps only the tests
     whose result can differ between engines; the default profile runs everything."""
+    for item in items:
+        group = xdist_group_of(item)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
     if not config.getoption("--engine-subset"):
         return
     keep = [item for item in items if engine_sensitive(item)]
@@ -208,7 +250,9 @@ class ServiceProcess:
     def __init__(self, name: str, args: list[str], env: dict, ready_marker: str | None, timeout: float = 90):
         ARTIFACTS_DIR.mkdir(exist_ok=True)
         self.name = name
-        self.log_path = ARTIFACTS_DIR / f"{name}.log"
+        # One log per xdist worker: two workers' Celery workers must not write one file.
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        self.log_path = ARTIFACTS_DIR / (f"{name}-{worker}.log" if worker else f"{name}.log")
         self._log = open(self.log_path, "w")
         self.process = subprocess.Popen(args, cwd=BASE_DIR, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         self.pid = self.process.pid
