@@ -36,6 +36,9 @@ class EdfDocument(TimeStampedModel):
 
     @property
     def latest(self) -> "EdfVersion | None":
+        prefetched = getattr(self, "_prefetched_objects_cache", {}).get("versions")  # a list prefetched them: no query per row
+        if prefetched is not None:
+            return max(prefetched, key=lambda version: version.number, default=None)
         return self.versions.order_by("-number").first()
 
 

@@ -1,3 +1,4 @@
+from django.db.models import prefetch_related_objects
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, viewsets
 from rest_framework.authtoken.views import ObtainAuthToken
@@ -16,6 +17,7 @@ class MeView(generics.RetrieveAPIView):
     serializer_class = MeSerializer
 
     def get_object(self):
+        prefetch_related_objects([self.request.user], "memberships__project")  # the projects at once, not one query each
         return self.request.user
 
 

@@ -1,4 +1,5 @@
 from django.contrib.auth import get_user_model
+from django.db.models import Prefetch
 from django.http import Http404, HttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
@@ -9,6 +10,7 @@ from rest_framework.views import APIView
 from apps.core.api.params import BIGINT_MAX, QueryIntegerField, parse_query
 
 from .. import services
+from ..models import EdfVersion
 from ..selectors import edf_base_texts, edf_get_for_user, edf_list_for_user, edf_version
 from ..snippets import unified_diff
 from ..validator import validate
@@ -82,7 +84,8 @@ class EdfListView(generics.ListCreateAPIView):
     serializer_class = EdfDocumentSerializer
 
     def get_queryset(self):
-        queryset = edf_list_for_user(self.request.user).order_by("owner__username", "name")
+        queryset = edf_list_for_user(self.request.user).order_by("owner__username", "name").prefetch_related(
+            Prefetch("versions", queryset=EdfVersion.objects.select_related("created_by")))  # each one's latest, at once
         owner = self.request.query_params.get("owner")
         return queryset.filter(owner__username=owner) if owner else queryset
 
@@ -122,7 +125,7 @@ class EdfVersionListView(APIView):
     @extend_schema(responses=EdfVersionSerializer(many=True))
     def get(self, request, owner, name):
         document = _document_or_404(request, owner, name)
-        return Response(EdfVersionSerializer(document.versions.order_by("-number"), many=True).data)
+        return Response(EdfVersionSerializer(document.versions.order_by("-number").select_related("created_by"), many=True).data)
 
 
 class EdfShareView(APIView):
