@@ -16,8 +16,8 @@ At build time (``context.now``):
   240 at the default ``DEMO_TELEMETRY_HOURS``, fewer in the tests' smaller demo), at least every minute
   from two hours before the fleet window on (the catalogue's gap checks look there) and every 10 s for
   a running job's recent minutes;
-* the Megatron job, the two profile jobs and the demo user's jobs are materialised and scored now; beat
-  scores the rest.
+* the Megatron job, the two profile jobs and the demo user's jobs are materialised now, and their pks go
+  to ``context.shared["telemetry_scored_jobs"]``: the saturation part scores them next; beat scores the rest.
 
 Each job's profile follows its name (``synthetic_jobs.profile_for``). What was written where goes to
 ``context.shared["telemetry_windows"]`` so the catalogue's fleet stream leaves those node-minutes alone.
@@ -208,14 +208,13 @@ def build(context: DemoContext) -> dict:
             batch = []
     if batch:
         samples += store.write(pd.concat(batch, ignore_index=True))
-    from apps.saturation.services import job_saturation_refresh
-
     for job in scored:
         job_telemetry_refresh(job)
-        job_saturation_refresh(job)
+    # The products built on these samples (the saturation score) are their apps' demo parts, which follow.
+    context.shared["telemetry_scored_jobs"] = [job.pk for job in scored]
     context.shared["telemetry_planted"] = planted.as_dict()
     context.feed_memory["megatron"] = megatron.pk
-    return {"samples": samples, "jobs": len(used), "scored": len(scored)}
+    return {"samples": samples, "jobs": len(used), "materialised": len(scored)}
 
 
 # ---------------------------------------------------------------------------------------------
