@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from jsonschema import Draft202012Validator
 
 SLUG = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?$")
@@ -58,9 +59,49 @@ POPULATIONS = {
     "clusters": "every Slurm cluster the portal knows",
 }
 GROUP_BY = ("host", "gpu", "field", "none")
+STATS = ("mean", "min", "max")
 MAX_BYTES = 256 * 1024
 TOP_LEVEL = {"name", "title", "version", "status", "domain", "description", "owner", "tags", "schema", "source", "sample_query",
              "slo", "checks", "retention", "links", "explorer"}
+
+
+SOURCE_KEYS = {"telemetry": ["kind", "store"], "elasticsearch": ["kind", "index", "time_field", "member_field", "gpu_field"],
+               "model": ["kind", "model", "time_field", "member_field", "filter"], "api": ["kind", "url", "time_path"]}
+
+
+def _keys(*names: str, **properties) -> dict:
+    """A mapping that allows ``names`` (and the keys of ``properties``, with their schemas) and nothing else."""
+    return {"properties": {**{name: {} for name in names}, **properties}, "additionalProperties": False}
+
+
+# The shape of a product file as JSON Schema: which keys each mapping allows, and the closed choices.
+# A mapping is only checked when it is one: the code says "must be a mapping" otherwise, and checks what
+# a schema says poorly (texts and their lengths, durations, units against the registry, one value against another).
+PRODUCT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    **_keys(*sorted(TOP_LEVEL - {"status", "description", "owner", "schema", "source", "sample_query", "slo", "checks", "links",
+                                 "explorer"}),
+            status={"enum": list(STATUSES)},
+            description=_keys("purpose", "limitations", "usage"),
+            owner=_keys("team", "contact", "channel"),
+            schema={"items": {**_keys("name", "unit", "description", "field", "column", "es_field", type={"enum": list(TYPES)}),
+                              "required": ["type"]}},
+            source={"properties": {"kind": {"enum": list(KINDS)}}, "required": ["kind"],
+                    "allOf": [{"if": {"properties": {"kind": {"const": kind}}}, "then": _keys(*keys)}
+                              for kind, keys in SOURCE_KEYS.items()]},
+            sample_query=_keys("api", "description"),
+            slo=_keys("sampling_period", "gap_after", "expected_while", freshness=_keys("warn", "error"),
+                      coverage={**_keys("target", "within", population={"enum": list(POPULATIONS)}), "required": ["population"]}),
+            checks=_keys("every", "window"),
+            links={"items": _keys("title", "url")},
+            explorer={}),
+    "required": ["status"],
+    # The explorer plots telemetry; for other sources the code says so instead of listing its keys.
+    "if": {"properties": {"source": {"properties": {"kind": {"const": "telemetry"}}, "required": ["kind"]}}, "required": ["source"]},
+    "then": {"properties": {"explorer": _keys("fields", "window", "step", group_by={"enum": list(GROUP_BY)},
+                                               stat={"enum": list(STATS)})}},
+}
+_VALIDATOR = Draft202012Validator(PRODUCT_SCHEMA)
 
 
 @dataclass
@@ -169,10 +210,24 @@ class _Checker:
             return default
         return value
 
-    def unknown(self, data: dict, allowed: set, path: tuple) -> None:
-        for key in data:
-            if key not in allowed:
-                self.add(path + (key,), f"unknown key; allowed here: {', '.join(sorted(allowed))}")
+    def shape(self, data: dict) -> None:
+        """:data:`PRODUCT_SCHEMA`'s problems, each at its place: unknown keys, values outside a closed choice."""
+        for error in _VALIDATOR.iter_errors(data):
+            path = tuple(error.absolute_path)
+            if error.validator == "additionalProperties":
+                allowed = error.schema.get("properties", {})
+                for key in error.instance:
+                    if key not in allowed:
+                        self.add(path + (key,), f"unknown key; allowed here: {', '.join(sorted(allowed))}")
+            elif error.validator == "enum":
+                self.add(path, f"one of {', '.join(map(str, error.validator_value))}")
+            elif error.validator == "required":
+                for key in error.validator_value:
+                    if key not in error.instance:
+                        choices = error.schema.get("properties", {}).get(key, {}).get("enum")
+                        self.add(path + (key,), f"one of {', '.join(map(str, choices))}" if choices else "required")
+            else:  # not reached with this schema; kept so that a new keyword is never silent
+                self.add(path, error.message)
 
 
 def load_product(text: str, path: str | Path = "<text>", *, field_units: dict[int, str] | None = None) -> dict:
@@ -194,7 +249,7 @@ def load_product(text: str, path: str | Path = "<text>", *, field_units: dict[in
         check.add((), "a product is a mapping with name, title, version, status, domain, description, owner, schema, source, "
                       "sample_query and slo")
         raise ProductInvalid(check.problems)
-    check.unknown(data, TOP_LEVEL, ())
+    check.shape(data)
     name = check.text(data, "name", ())
     if name and not SLUG.match(name):
         check.add(("name",), "lowercase letters, digits and '-' (at most 63), e.g. dcgm-device")
@@ -205,18 +260,14 @@ def load_product(text: str, path: str | Path = "<text>", *, field_units: dict[in
     elif not isinstance(version, str) or not SEMVER.match(version):
         check.add(("version",), f"{version!r} is not MAJOR.MINOR.PATCH (quote it: version: \"1.0.0\")")
     status = data.get("status")
-    if status not in STATUSES:
-        check.add(("status",), f"one of {', '.join(STATUSES)}")
     check.text(data, "domain", (), limit=100)
     description = check.mapping(data, "description", ())
     if description is not None:
-        check.unknown(description, {"purpose", "limitations", "usage"}, ("description",))
         check.text(description, "purpose", ("description",))
         check.text(description, "limitations", ("description",), required=False)
         check.text(description, "usage", ("description",), required=False)
     owner = check.mapping(data, "owner", ())
     if owner is not None:
-        check.unknown(owner, {"team", "contact", "channel"}, ("owner",))
         check.text(owner, "team", ("owner",), limit=100)
         contact = check.text(owner, "contact", ("owner",), limit=200)
         if contact and not EMAIL.match(contact):
@@ -227,15 +278,13 @@ def load_product(text: str, path: str | Path = "<text>", *, field_units: dict[in
         check.add(("tags",), "a list of words, e.g. [gpu, dcgm]")
     source = check.mapping(data, "source", ())
     kind = source.get("kind") if source else None
-    if source is not None and kind not in KINDS:
-        check.add(("source", "kind"), f"one of {', '.join(KINDS)}")
+    if kind not in KINDS:
         kind = None
     schema = _check_schema(check, data.get("schema"), kind, field_units)
     if source is not None and kind:
         _check_source(check, source, kind)
     sample = check.mapping(data, "sample_query", ())
     if sample is not None:
-        check.unknown(sample, {"api", "description"}, ("sample_query",))
         api = check.text(sample, "api", ("sample_query",), limit=1000)
         if api and not api.startswith("/api/v1/"):
             check.add(("sample_query", "api"), "a path of this portal's API, starting with /api/v1/")
@@ -245,7 +294,6 @@ def load_product(text: str, path: str | Path = "<text>", *, field_units: dict[in
     if not isinstance(checks, dict):
         check.add(("checks",), "a mapping: every (how often the checks run), window (how far back they look)")
         checks = {}
-    check.unknown(checks, {"every", "window"}, ("checks",))
     every = check.duration(checks, "every", ("checks",), required=False, default=300)
     if every is not None and every < 30:
         check.add(("checks", "every"), "at least 30s: checks read the store")
@@ -261,7 +309,6 @@ def load_product(text: str, path: str | Path = "<text>", *, field_units: dict[in
         if not isinstance(link, dict):
             check.add(("links", index), "{title, url}")
             continue
-        check.unknown(link, {"title", "url"}, ("links", index))
         check.text(link, "title", ("links", index), limit=200)
         url = check.text(link, "url", ("links", index), limit=1000)
         if url and not (url.startswith("/") or url.startswith("https://") or url.startswith("http://")):
@@ -289,14 +336,11 @@ def _check_schema(check: _Checker, schema, kind, field_units) -> list[dict]:
         if not isinstance(column, dict):
             check.add(path, "{name, type, unit, description}")
             continue
-        check.unknown(column, {"name", "type", "unit", "description", "field", "column", "es_field"}, path)
         name = check.text(column, "name", path, limit=100)
         if name in names:
             check.add(path + ("name",), f"{name!r} is declared twice")
         names.add(name)
         kind_of = column.get("type")
-        if kind_of not in TYPES:
-            check.add(path + ("type",), f"one of {', '.join(TYPES)}")
         unit = column.get("unit")
         if kind_of in NUMERIC and (unit is None or unit == ""):
             check.add(path + ("unit",), "required for numbers: W, MiB, degC, ratio, ... (\"1\" when it has none)")
@@ -322,9 +366,6 @@ def _check_schema(check: _Checker, schema, kind, field_units) -> list[dict]:
 
 
 def _check_source(check: _Checker, source: dict, kind: str) -> None:
-    allowed = {"telemetry": {"kind", "store"}, "elasticsearch": {"kind", "index", "time_field", "member_field", "gpu_field"},
-               "model": {"kind", "model", "time_field", "member_field", "filter"}, "api": {"kind", "url", "time_path"}}[kind]
-    check.unknown(source, allowed, ("source",))
     if kind == "telemetry":
         store = source.get("store", "default")
         if not isinstance(store, str):
@@ -358,11 +399,9 @@ def _check_slo(check: _Checker, slo, kind) -> dict:
     if not isinstance(slo, dict):
         check.add(("slo",), "required: freshness {warn, error}, and coverage {target, population} where it applies")
         return {}
-    check.unknown(slo, {"freshness", "coverage", "sampling_period", "gap_after", "expected_while"}, ("slo",))
     out: dict = {}
     freshness = check.mapping(slo, "freshness", ("slo",))
     if freshness is not None:
-        check.unknown(freshness, {"warn", "error"}, ("slo", "freshness"))
         warn = check.duration(freshness, "warn", ("slo", "freshness"))
         error = check.duration(freshness, "error", ("slo", "freshness"))
         if warn and error and warn >= error:
@@ -370,13 +409,10 @@ def _check_slo(check: _Checker, slo, kind) -> dict:
         out["freshness"] = {"warn": warn, "error": error}
     coverage = check.mapping(slo, "coverage", ("slo",), required=False)
     if coverage is not None:
-        check.unknown(coverage, {"target", "population", "within"}, ("slo", "coverage"))
         target = coverage.get("target")
         if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target <= 1:
             check.add(("slo", "coverage", "target"), "a fraction above 0 and at most 1, e.g. 0.99")
         population = coverage.get("population")
-        if population not in POPULATIONS:
-            check.add(("slo", "coverage", "population"), f"one of {', '.join(POPULATIONS)}")
         out["coverage"] = {"target": target, "population": population,
                            "within": check.duration(coverage, "within", ("slo", "coverage"), required=False)}
     if kind == "telemetry" or slo.get("sampling_period") is not None:
@@ -403,7 +439,6 @@ def _check_explorer(check: _Checker, explorer, kind, schema) -> dict | None:
     if not isinstance(explorer, dict):
         check.add(("explorer",), "{fields, window, group_by, step}")
         return None
-    check.unknown(explorer, {"fields", "window", "group_by", "step", "stat"}, ("explorer",))
     declared = {column.get("field") for column in schema if column.get("field") is not None}
     fields = explorer.get("fields")
     if not isinstance(fields, list) or not fields:
@@ -413,11 +448,7 @@ def _check_explorer(check: _Checker, explorer, kind, schema) -> dict | None:
         if field_id not in declared:
             check.add(("explorer", "fields", index), f"{field_id!r} is not a field of this product's schema")
     group_by = explorer.get("group_by", "host")
-    if group_by not in GROUP_BY:
-        check.add(("explorer", "group_by"), f"one of {', '.join(GROUP_BY)}")
     stat = explorer.get("stat", "mean")
-    if stat not in ("mean", "min", "max"):
-        check.add(("explorer", "stat"), "one of mean, min, max")
     return {"fields": fields, "window": check.duration(explorer, "window", ("explorer",), required=False, default=6 * 3600),
             "group_by": group_by, "step": check.duration(explorer, "step", ("explorer",), required=False, default=60), "stat": stat}
 
