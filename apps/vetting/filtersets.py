@@ -6,7 +6,8 @@ page is an index range scan even with millions of results.
 import django_filters
 from django import forms
 
-from .models import KIND_CHOICES, OUTCOME_CHOICES, VettingResult
+from .choices import VettingResultKindChoices, VettingResultOutcomeChoices
+from .models import VettingResult
 from .records import BAD_OUTCOMES
 
 
@@ -30,8 +31,8 @@ class VettingResultFilterSet(django_filters.FilterSet):
     group = WholeNumberFilter(field_name="group", label="Group")
     switch = django_filters.CharFilter(field_name="switch", label="Switch (group.index)")
     eval = django_filters.CharFilter(field_name="eval_name", label="Evaluation")
-    kind = django_filters.ChoiceFilter(choices=KIND_CHOICES, label="Source")
-    outcome = django_filters.ChoiceFilter(method="filter_outcome", choices=[("bad", "failed or critical"), *OUTCOME_CHOICES],
+    kind = django_filters.ChoiceFilter(choices=VettingResultKindChoices.choices, label="Source")
+    outcome = django_filters.ChoiceFilter(method="filter_outcome", choices=[("bad", "failed or critical"), *VettingResultOutcomeChoices.choices],
                                           label="Status")
     since = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="gte", label="Since")
     until = django_filters.IsoDateTimeFilter(field_name="time", lookup_expr="lt", label="Until")

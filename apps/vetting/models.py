@@ -7,22 +7,17 @@ and user of its run so that every filter of the history page is one index range 
 from django.db import models
 from django.db.models import Q
 
-from .node_states import STAFF_ACTIONS, STATE_WORDS, STATES
-from .records import KINDS, OUTCOMES
-from .rules import ACTIONS, KIND_PARAMS, SEVERITIES
-
-
-def _choices(values, words=None):
-    return [(value, (words or {}).get(value, value.replace("_", " "))) for value in values]
-
-
-SOURCE_CHOICES = _choices(("vetnode", "vetnode-legacy", "dcgm-diag", "json", "health"))
-KIND_CHOICES = _choices(KINDS, {"vetnode": "vetnode", "dcgm_diag": "DCGM diagnostics", "health": "health check"})
-OUTCOME_CHOICES = _choices(OUTCOMES)
-STATE_CHOICES = _choices(STATES, STATE_WORDS)
-SEVERITY_CHOICES = _choices(SEVERITIES)
-RULE_ACTION_CHOICES = _choices(ACTIONS)
-NODE_ACTION_CHOICES = _choices(STAFF_ACTIONS)
+from .choices import (
+    NodeHealthStateChoices,
+    RecommendationStatusChoices,
+    RecommendationSubjectKindChoices,
+    RuleActionChoices,
+    RuleKindChoices,
+    RuleSeverityChoices,
+    VettingResultKindChoices,
+    VettingResultOutcomeChoices,
+    VettingRunSourceChoices,
+)
 
 
 class VettingRun(models.Model):
@@ -31,7 +26,7 @@ class VettingRun(models.Model):
     cluster = models.ForeignKey("jobs.Cluster", on_delete=models.PROTECT, related_name="vetting_runs")
     job = models.ForeignKey("jobs.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="vetting_runs")
     job_id_number = models.PositiveBigIntegerField(null=True, blank=True, db_index=True, help_text="The Slurm job id, also when the job is not known here.")
-    source = models.CharField(max_length=20, choices=SOURCE_CHOICES)
+    source = models.CharField(max_length=20, choices=VettingRunSourceChoices.choices)
     protocol_name = models.CharField(max_length=200, blank=True)
     protocol_hash = models.CharField(max_length=64, blank=True, help_text="sha256 of the protocol text, when known.")
     started = models.DateTimeField(db_index=True)
@@ -66,11 +61,11 @@ class VettingResult(models.Model):
     job_id_number = models.PositiveBigIntegerField(null=True, blank=True)
     user_name = models.CharField(max_length=150, blank=True)
     account = models.CharField(max_length=150, blank=True)
-    kind = models.CharField(max_length=10, choices=KIND_CHOICES)
+    kind = models.CharField(max_length=10, choices=VettingResultKindChoices.choices)
     eval_name = models.CharField(max_length=200)
     eval_type = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=20, help_text="The source's own word (SUCCESS, FAILED, Fail, CRITICAL ...).")
-    outcome = models.CharField(max_length=10, choices=OUTCOME_CHOICES)
+    outcome = models.CharField(max_length=10, choices=VettingResultOutcomeChoices.choices)
     rank = models.PositiveIntegerField(null=True, blank=True)
     local_rank = models.PositiveSmallIntegerField(null=True, blank=True)
     gpu = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -107,10 +102,10 @@ class Rule(models.Model):
     slug = models.SlugField(max_length=60, unique=True)
     name = models.CharField(max_length=120)
     description = models.TextField(blank=True)
-    kind = models.CharField(max_length=40, choices=_choices(KIND_PARAMS))
+    kind = models.CharField(max_length=40, choices=RuleKindChoices.choices)
     params = models.JSONField(default=dict, blank=True)
-    action = models.CharField(max_length=20, choices=RULE_ACTION_CHOICES)
-    severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES, default="warning")
+    action = models.CharField(max_length=20, choices=RuleActionChoices.choices)
+    severity = models.CharField(max_length=10, choices=RuleSeverityChoices.choices, default=RuleSeverityChoices.WARNING)
     enabled = models.BooleanField(default=True)
     version = models.PositiveIntegerField(default=1)
     updated = models.DateTimeField(auto_now=True)
@@ -138,8 +133,8 @@ class RuleVersion(models.Model):
 
 class NodeHealth(models.Model):
     host = models.CharField(max_length=64, unique=True)
-    state = models.CharField(max_length=20, choices=STATE_CHOICES, default="healthy")
-    severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES, default="warning")
+    state = models.CharField(max_length=20, choices=NodeHealthStateChoices.choices, default=NodeHealthStateChoices.HEALTHY)
+    severity = models.CharField(max_length=10, choices=RuleSeverityChoices.choices, default=RuleSeverityChoices.WARNING)
     reason = models.CharField(max_length=500, blank=True)
     since = models.DateTimeField()
     acknowledged_by = models.CharField(max_length=150, blank=True)
@@ -159,8 +154,8 @@ class NodeHealthEvent(models.Model):
     """Who moved a node from one state to another, when, why, and what ran in Slurm."""
 
     host = models.CharField(max_length=64, db_index=True)
-    from_state = models.CharField(max_length=20, choices=STATE_CHOICES)
-    to_state = models.CharField(max_length=20, choices=STATE_CHOICES)
+    from_state = models.CharField(max_length=20, choices=NodeHealthStateChoices.choices)
+    to_state = models.CharField(max_length=20, choices=NodeHealthStateChoices.choices)
     action = models.CharField(max_length=20, help_text="rule, acknowledge, drain, repair, return, clear")
     actor = models.CharField(max_length=150, help_text="A username, or rule:<slug> v<version>.")
     reason = models.CharField(max_length=500, blank=True)
@@ -174,28 +169,21 @@ class NodeHealthEvent(models.Model):
         ordering = ["-created", "-id"]
 
 
-class RecommendationStatus(models.TextChoices):
-    OPEN = "open", "open"
-    ACKNOWLEDGED = "acknowledged", "acknowledged"
-    DONE = "done", "done"
-    DISMISSED = "dismissed", "dismissed"
-
-
 class Recommendation(models.Model):
     """What a rule found about a node or a switch. At most one open (or acknowledged) recommendation per
     rule and subject: evaluating again updates its evidence instead of adding another."""
 
     rule = models.ForeignKey(Rule, on_delete=models.CASCADE, related_name="recommendations")
     rule_version = models.PositiveIntegerField()
-    subject_kind = models.CharField(max_length=10, choices=[("node", "node"), ("switch", "switch")])
+    subject_kind = models.CharField(max_length=10, choices=RecommendationSubjectKindChoices.choices)
     subject = models.CharField(max_length=64)
     hosts = models.JSONField(default=list)
-    action = models.CharField(max_length=20, choices=RULE_ACTION_CHOICES)
-    severity = models.CharField(max_length=10, choices=SEVERITY_CHOICES)
+    action = models.CharField(max_length=20, choices=RuleActionChoices.choices)
+    severity = models.CharField(max_length=10, choices=RuleSeverityChoices.choices)
     summary = models.CharField(max_length=500)
     evidence = models.JSONField(default=list, help_text="Result ids, newest first.")
     latest_evidence = models.DateTimeField(null=True, blank=True)
-    status = models.CharField(max_length=20, choices=RecommendationStatus.choices, default=RecommendationStatus.OPEN)
+    status = models.CharField(max_length=20, choices=RecommendationStatusChoices.choices, default=RecommendationStatusChoices.OPEN)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
     resolved_by = models.CharField(max_length=150, blank=True)

@@ -19,6 +19,7 @@ from django.utils import timezone
 from apps.accounts.selectors import slurm_accounts_for_user
 from apps.jobs.authentication import JobTokenUser
 
+from .choices import NodeHealthStateChoices, RuleSeverityChoices
 from .models import NodeHealth, NodeHealthEvent, Recommendation, Rule, VettingResult, VettingRun
 from .records import BAD_OUTCOMES
 
@@ -120,7 +121,7 @@ def failures_by_node_and_day(queryset: QuerySet[VettingResult], *, top: int = 40
 
 def node_states(hosts=None) -> dict[str, str]:
     """host -> health state, for the nodes that are not plainly healthy."""
-    queryset = NodeHealth.objects.exclude(state="healthy")
+    queryset = NodeHealth.objects.exclude(state=NodeHealthStateChoices.HEALTHY)
     if hosts is not None:
         queryset = queryset.filter(host__in=list(hosts))
     return dict(queryset.values_list("host", "state"))
@@ -141,8 +142,8 @@ def triage_nodes() -> list[NodeHealth]:
     """Nodes that need a look, those waiting for a decision first (drain recommended, then suspect;
     critical before warning; not yet acknowledged first; the longest waiting first), then the ones
     already taken out (drained, in repair)."""
-    nodes = list(NodeHealth.objects.exclude(state="healthy"))
-    return sorted(nodes, key=lambda n: (TRIAGE_ORDER.get(n.state, 9), n.severity != "critical", n.acknowledged_at is not None, n.since))
+    nodes = list(NodeHealth.objects.exclude(state=NodeHealthStateChoices.HEALTHY))
+    return sorted(nodes, key=lambda n: (TRIAGE_ORDER.get(n.state, 9), n.severity != RuleSeverityChoices.CRITICAL, n.acknowledged_at is not None, n.since))
 
 
 def repeat_offenders(days: int = 30, limit: int = 20) -> list[dict]:
@@ -204,5 +205,5 @@ def job_vetting_rows(job, *, start, end, now, window: timedelta) -> dict:
            .order_by("time", "id").values(*fields)[:5000]]
     since = on_nodes.filter(time__gt=start, time__lte=end or now).exclude(run_id__in=own)
     states = [NodeState(host, state, moment, reason) for host, state, moment, reason in
-              NodeHealth.objects.filter(host__in=hosts).exclude(state="healthy").values_list("host", "state", "since", "reason")]
+              NodeHealth.objects.filter(host__in=hosts).exclude(state=NodeHealthStateChoices.HEALTHY).values_list("host", "state", "since", "reason")]
     return {"runs": runs, "latest_before": latest, "bad": bad, "checked_since": since.values("host").distinct().count(), "states": states}

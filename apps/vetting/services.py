@@ -16,14 +16,15 @@ from django.utils import timezone
 
 from apps.core.bulk import insert_rows
 
-from .models import NodeHealth, NodeHealthEvent, Recommendation, RecommendationStatus, Rule, RuleVersion, VettingResult, VettingRun
+from .choices import RecommendationStatusChoices
+from .models import NodeHealth, NodeHealthEvent, Recommendation, Rule, RuleVersion, VettingResult, VettingRun
 from .node_states import RULE_ACTIONS, STATE_WORDS, TransitionError, rule_target, staff_target
 from .records import BAD_OUTCOMES, Run
 from .rules import BUILT_IN_RULES, HISTORY_COLUMNS, RuleSpec, check_rule, empty_history, evaluate
 from .scontrol import ActionRefused, SlurmNodeActions
 
 log = logging.getLogger(__name__)
-ACTIVE = (RecommendationStatus.OPEN, RecommendationStatus.ACKNOWLEDGED)
+ACTIVE = (RecommendationStatusChoices.OPEN, RecommendationStatusChoices.ACKNOWLEDGED)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,22 +285,22 @@ def node_act(host: str, action: str, *, actor: str, reason: str, backend: SlurmN
 
 
 def _acknowledge_recommendations(host: str) -> None:
-    for recommendation in Recommendation.objects.filter(status=RecommendationStatus.OPEN):
+    for recommendation in Recommendation.objects.filter(status=RecommendationStatusChoices.OPEN):
         if host in recommendation.hosts:
-            recommendation.status = RecommendationStatus.ACKNOWLEDGED
+            recommendation.status = RecommendationStatusChoices.ACKNOWLEDGED
             recommendation.save(update_fields=["status", "updated"])
 
 
 def _resolve_recommendations(host: str, actor: str, *, done: bool) -> None:
     for recommendation in Recommendation.objects.filter(status__in=ACTIVE):
         if host in recommendation.hosts and (recommendation.subject_kind == "node" or len(recommendation.hosts) == 1):
-            recommendation.status = RecommendationStatus.DONE if done else RecommendationStatus.DISMISSED
+            recommendation.status = RecommendationStatusChoices.DONE if done else RecommendationStatusChoices.DISMISSED
             recommendation.resolved_by, recommendation.resolved_at = actor[:150], timezone.now()
             recommendation.save(update_fields=["status", "resolved_by", "resolved_at", "updated"])
 
 
 def recommendation_resolve(recommendation: Recommendation, *, actor: str, dismiss: bool) -> Recommendation:
-    recommendation.status = RecommendationStatus.DISMISSED if dismiss else RecommendationStatus.DONE
+    recommendation.status = RecommendationStatusChoices.DISMISSED if dismiss else RecommendationStatusChoices.DONE
     recommendation.resolved_by, recommendation.resolved_at = actor[:150], timezone.now()
     recommendation.save(update_fields=["status", "resolved_by", "resolved_at", "updated"])
     return recommendation

@@ -12,9 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.generic import TemplateView
 
+from .choices import NodeHealthStateChoices, VettingResultKindChoices, VettingResultOutcomeChoices
 from .figures import failures_heatmap, node_timeline
 from .filtersets import VettingResultFilterSet
-from .models import KIND_CHOICES, NodeHealth, Rule, VettingRun
+from .models import NodeHealth, Rule, VettingRun
 from .node_states import STATE_WORDS, STATES, TransitionError, allowed_actions
 from .protocol import validate_protocol
 from .records import BAD_OUTCOMES, OUTCOMES
@@ -64,11 +65,11 @@ class VettingIndexView(TemplateView):
         hosts, days, cells = failures_by_node_and_day(filtered)
         context.update(
             filterset=filterset, results=rows, more=more, next_query=next_query.urlencode(), window_defaulted=defaulted,
-            since_value=params.get("since"), rates=failure_rates(filtered)[:30], kinds=KIND_CHOICES,
+            since_value=params.get("since"), rates=failure_rates(filtered)[:30], kinds=VettingResultKindChoices.choices,
             outcomes=[("bad", "failed or critical"), *[(o, o) for o in OUTCOMES]],
             heatmap=json.loads(failures_heatmap(hosts, days, cells).to_json()) if hosts else None,
             runs=VettingRun.objects.filter(started__gte=timezone.now() - timedelta(days=DEFAULT_DAYS)).count(),
-            states=NodeHealth.objects.exclude(state="healthy").count(),
+            states=NodeHealth.objects.exclude(state=NodeHealthStateChoices.HEALTHY).count(),
             node_url=reverse("vetting:node", args=["HOSTNAME"]),
         )
         return context
@@ -115,7 +116,7 @@ class RunDetailView(TemplateView):
         for result in results:
             cell = grid.setdefault(result.host, {}).setdefault(result.eval_name, {"outcomes": [], "messages": []})
             cell["outcomes"].append(result.outcome)
-            if result.message and result.outcome not in ("pass",):
+            if result.message and result.outcome != VettingResultOutcomeChoices.PASS:
                 cell["messages"].append(result.message)
         order = ["critical", "fail", "unknown", "warn", "skipped", "pass"]
         table = []
@@ -154,7 +155,7 @@ class TriageView(StaffRequired, TemplateView):
         context.update(
             nodes=nodes, offenders=repeat_offenders(), recommendations=list(open_recommendations()),
             recent=list(results_for_user(self.request.user).filter(time__gte=since, outcome__in=BAD_OUTCOMES).order_by("-time", "-id")[:30]),
-            counts=[(STATE_WORDS[state], sum(1 for n in nodes if n.state == state)) for state in STATES if state != "healthy"],
+            counts=[(STATE_WORDS[state], sum(1 for n in nodes if n.state == state)) for state in STATES if state != NodeHealthStateChoices.HEALTHY],
             dry_run=settings.VETTING_ACTIONS_DRY_RUN,
         )
         return context

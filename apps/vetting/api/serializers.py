@@ -1,7 +1,8 @@
 """Serializers of the vetting API. Results hide whose job they came from unless the caller may see it."""
 from rest_framework import serializers
 
-from ..models import NODE_ACTION_CHOICES, NodeHealth, NodeHealthEvent, Recommendation, Rule, RuleVersion, VettingResult, VettingRun
+from ..choices import NodeHealthActionChoices
+from ..models import NodeHealth, NodeHealthEvent, Recommendation, Rule, RuleVersion, VettingResult, VettingRun
 from ..selectors import job_visible
 
 
@@ -51,7 +52,7 @@ class NodeHealthSerializer(serializers.ModelSerializer):
 
 
 class NodeActionSerializer(serializers.Serializer):
-    action = serializers.ChoiceField(choices=NODE_ACTION_CHOICES)
+    action = serializers.ChoiceField(choices=NodeHealthActionChoices.choices)
     reason = serializers.CharField(max_length=400, trim_whitespace=True)
 
 
