@@ -238,8 +238,23 @@ def _check_component(where: str, field: str, value: object) -> int:
     return _check_int(where, field, value, low, high)
 
 
+class _InChassis:
+    """The cabinet and chassis an address (node, switch) sits in, as xnames."""
+
+    cabinet: int
+    chassis: int
+
+    @property
+    def cabinet_xname(self) -> str:
+        return f"x{self.cabinet}"
+
+    @property
+    def chassis_xname(self) -> str:
+        return f"x{self.cabinet}c{self.chassis}"
+
+
 @dataclass(frozen=True)
-class NodeXname:
+class NodeXname(_InChassis):
     """``x{cabinet}c{chassis}s{slot}b{board}n{node}``, e.g. ``x1100c0s6b0n0``."""
 
     cabinet: int
@@ -256,14 +271,6 @@ class NodeXname:
 
     def __str__(self) -> str:
         return f"x{self.cabinet}c{self.chassis}s{self.slot}b{self.board}n{self.node}"
-
-    @property
-    def cabinet_xname(self) -> str:
-        return f"x{self.cabinet}"
-
-    @property
-    def chassis_xname(self) -> str:
-        return f"x{self.cabinet}c{self.chassis}"
 
     def nic(self, index: int) -> NicXname:
         return NicXname(self, index)
@@ -313,7 +320,7 @@ class GpuXname(_NodePartXname):
 
 
 @dataclass(frozen=True)
-class SwitchXname:
+class SwitchXname(_InChassis):
     """``x{cabinet}c{chassis}r{blade}``, optionally ``…b{controller}`` (what LLDP reports)."""
 
     cabinet: int
@@ -335,14 +342,6 @@ class SwitchXname:
     @property
     def kind(self) -> str:
         return "switch" if self.controller is None else "switch controller"
-
-    @property
-    def cabinet_xname(self) -> str:
-        return f"x{self.cabinet}"
-
-    @property
-    def chassis_xname(self) -> str:
-        return f"x{self.cabinet}c{self.chassis}"
 
     @property
     def blade_xname(self) -> SwitchXname:
