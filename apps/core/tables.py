@@ -8,11 +8,41 @@ columns, the header's sort links (the current query with ``ordering`` changed an
 from __future__ import annotations
 
 import django_tables2 as tables
-from django_tables2.utils import OrderBy, OrderByTuple
+from django.utils import dateformat, timezone
+from django.utils.html import format_html
+from django_tables2.rows import BoundRow, BoundRows
+from django_tables2.utils import AttributeDict, OrderBy, OrderByTuple, computed_values
+
+
+def minute(value) -> str:
+    """A time to the minute in the portal's time zone, as list pages show it: 2026-11-20 14:00."""
+    return dateformat.format(timezone.localtime(value), "Y-m-d H:i")
+
+
+def time_cell(value) -> str:
+    """A ``<time>`` element: the minute shown, the exact time in ``datetime``."""
+    return format_html('<time datetime="{}">{}</time>', dateformat.format(timezone.localtime(value), "c"), minute(value))
+
+
+class _Row(BoundRow):
+    @property
+    def attrs(self):
+        """The table's ``row_attrs`` alone (django-tables2 adds odd/even classes the stylesheet does not use)."""
+        return AttributeDict(computed_values(self._table.row_attrs, kwargs={"table": self._table, "record": self._record}))
+
+
+class _Rows(BoundRows):
+    def __iter__(self):
+        for record in self.data:
+            yield _Row(record, table=self.table)
 
 
 class FilterSetOrderedTable(tables.Table):
     """A table whose rows come sorted by the page's FilterSet: ``order_by`` marks the sorted columns only."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rows = _Rows(data=self.data, table=self)
 
     @property
     def order_by(self):

@@ -8,19 +8,14 @@ from __future__ import annotations
 import django_tables2 as tables
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import dateformat, timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from apps.core.job_columns import JobColumn, job_column_values
-from apps.core.tables import FilterSetOrderedTable
+from apps.core.tables import FilterSetOrderedTable, minute, time_cell
 from apps.core.templatetags.belvedere import duration
 
 NUMBER = {"td": {"class": "num"}}
-
-
-def _minute(value) -> str:
-    return dateformat.format(timezone.localtime(value), "Y-m-d H:i")
 
 
 class RegisteredColumn(tables.Column):
@@ -29,8 +24,9 @@ class RegisteredColumn(tables.Column):
     def __init__(self, registered: JobColumn, values: dict):
         self.registered = registered
         self.values = values
+        attrs = {"td": {"class": registered.css} if registered.css else {}, "th": {"title": registered.help} if registered.help else {}}
         super().__init__(accessor="pk", verbose_name=registered.title, orderable=registered.order_by is not None,
-                         empty_values=(), attrs={"td": {"class": registered.css}, "th": {"title": registered.help}})
+                         empty_values=(), attrs=attrs)
 
     def render(self, record):
         return render_to_string(self.registered.template, {"value": self.values.get(record.pk), "job": record})
@@ -70,13 +66,13 @@ class JobTable(FilterSetOrderedTable):
         return format_html('<span class="status status--job-{}">{}</span>', record.state.lower(), record.get_state_display())
 
     def render_submitted(self, value):
-        return format_html('<time datetime="{}">{}</time>', dateformat.format(timezone.localtime(value), "c"), _minute(value))
+        return time_cell(value)
 
     def render_started(self, value):
-        return _minute(value)
+        return minute(value)
 
     def render_ended(self, value):
-        return _minute(value)
+        return minute(value)
 
     def render_elapsed(self, record):
         return duration(record.elapsed)

@@ -25,6 +25,7 @@ from .selectors import (failure_rates, failures_by_node_and_day, history_page, j
                         node_timeline as timeline_rows,
                         open_recommendations, repeat_offenders, restrict_private_filters, results_for_user, triage_nodes)
 from .services import ActionFailed, RuleInvalid, node_act, rule_save, rules_ensure_built_in
+from .tables import VettingResultTable
 
 PAGE_SIZE = 100
 DEFAULT_DAYS = 14
@@ -64,7 +65,7 @@ class VettingIndexView(TemplateView):
             next_query["before"] = f"{rows[-1].time.isoformat()}_{rows[-1].id}"
         hosts, days, cells = failures_by_node_and_day(filtered)
         context.update(
-            filterset=filterset, results=rows, more=more, next_query=next_query.urlencode(), window_defaulted=defaulted,
+            filterset=filterset, results=rows, table=VettingResultTable(rows), more=more, next_query=next_query.urlencode(), window_defaulted=defaulted,
             since_value=params.get("since"), rates=failure_rates(filtered)[:30], kinds=VettingResultKindChoices.choices,
             outcomes=[("bad", "failed or critical"), *[(o, o) for o in OUTCOMES]],
             heatmap=json.loads(failures_heatmap(hosts, days, cells).to_json()) if hosts else None,
