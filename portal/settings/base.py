@@ -302,13 +302,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
-        "JobStateEnum": "apps.jobs.models.JobStateChoices",
-        "NodeStateEnum": "apps.topology.models.NodeStateChoices",
-        "VettingSeverityEnum": "apps.vetting.models.SEVERITY_CHOICES",
-        "VettingRuleActionEnum": "apps.vetting.models.RULE_ACTION_CHOICES",
-        "VettingNodeActionEnum": "apps.vetting.models.NODE_ACTION_CHOICES",
+        "JobStateEnum": "apps.jobs.choices.JobStateChoices",
+        "NodeStateEnum": "apps.topology.choices.NodeStateChoices",
+        "VettingSeverityEnum": "apps.vetting.choices.RuleSeverityChoices",
+        "VettingRuleActionEnum": "apps.vetting.choices.RuleActionChoices",
+        "VettingNodeActionEnum": "apps.vetting.choices.NodeHealthActionChoices",
         # node state, and an event's from/to state (the node detail and action answers show both)
-        "VettingNodeStateEnum": "apps.vetting.models.STATE_CHOICES",
+        "VettingNodeStateEnum": "apps.vetting.choices.NodeHealthStateChoices",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
