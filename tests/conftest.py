@@ -17,10 +17,12 @@ consumes only its own xdist worker's tasks. Tests that share one expensive singl
 worker (:data:`XDIST_GROUPS`): one Chromium and live server, one private Slurm cluster.
 ``make test PYTEST_ARGS="-n 0"`` runs serially.
 """
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -99,10 +101,42 @@ XDIST_GROUPS = {
 
 
 def xdist_group_of(item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    if marker:
+        return str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
     for group, (fixtures, markers) in XDIST_GROUPS.items():
         if fixtures & set(getattr(item, "fixturenames", ())) or any(item.get_closest_marker(m) for m in markers):
             return group
     return None
+
+
+# pytest-xdist 3.8 marks a test's group by appending "@group" to its node id, which pytest 9.2 (structured node
+# ids) ignores, so its loadgroup scheduler would spread every group over the workers. Instead each worker writes
+# {node id: group} for its collection to a file named after the controller (its parent process), and the
+# controller's scheduler reads it when it hands out the tests (after every worker has collected).
+def _groups_files(controller_pid: int, worker: str = "*") -> list[Path] | Path:
+    folder = Path(tempfile.gettempdir())
+    name = f"belvedere-xdist-groups-{controller_pid}-{worker}.json"
+    return folder / name if worker != "*" else sorted(folder.glob(name))
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: no error when xdist is not loaded (-p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class GroupScheduling(LoadGroupScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                self.groups = {}
+                for path in _groups_files(os.getpid()):
+                    self.groups.update(json.loads(path.read_text()))
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def pytest_configure(config):
@@ -115,16 +149,16 @@ def pytest_configure(config):
         del os.environ["BELVEDERE_DATA_DIR"]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook turns the groups into node ids
 def pytest_collection_modifyitems(config, items):
-    """Each test that needs a singleton joins its xdist group (see XDIST_GROUPS).
+    """Under xdist, each worker tells the controller the group of each test that needs a singleton (XDIST_GROUPS).
 
     ``--engine-subset`` (used by .ci/run for the PostgreSQL + Redis profile) keeps only the tests
     whose result can differ between engines; the default profile runs everything."""
-    for item in items:
-        group = xdist_group_of(item)
-        if group and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+    groups = {item.nodeid: group for item in items if (group := xdist_group_of(item))}
+    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+        path = _groups_files(os.getppid(), os.environ.get("PYTEST_XDIST_WORKER", "gw"))
+        path.with_suffix(".tmp").write_text(json.dumps(groups))
+        path.with_suffix(".tmp").replace(path)
     if not config.getoption("--engine-subset"):
         return
     keep = [item for item in items if engine_sensitive(item)]
@@ -168,6 +202,10 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session, exitstatus):
     from django.conf import settings
+
+    if not hasattr(session.config, "workerinput"):
+        for path in _groups_files(os.getpid()):
+            path.unlink(missing_ok=True)
     from django.core.exceptions import ImproperlyConfigured
 
     # This run's database file and broker queue (see portal/settings/test.py); absent when pytest

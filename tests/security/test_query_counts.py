@@ -49,7 +49,8 @@ LARGE_NODES = [f"nid0012{n}" for n in range(34, 42)]  # the target job's nodes i
 EXCLUDED = {
     "readyz": "waits for a worker's answer to a ping (503 by design without one); tests/core/test_health covers it",
 }
-pytestmark = pytest.mark.django_db
+# All the work is in the module's world, measured once: under xdist its tests stay on one worker.
+pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("query-counts")]
 
 
 def _project_admin_models() -> dict[str, type]:
