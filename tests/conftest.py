@@ -90,13 +90,16 @@ def engine_sensitive(item) -> bool:
 
 
 # Tests that share a singleton resource (a session fixture that is expensive to start twice) run on
-# one xdist worker under ``--dist loadgroup``: group -> (fixtures, markers) that put a test in it.
-# The first group that matches wins (xdist would make a test in two groups a third group).
+# one xdist worker under ``--dist loadgroup``: group -> (fixtures, markers, modules) that put a test in it.
+# The first group that matches wins; an ``xdist_group`` mark on a test wins over them all.
 XDIST_GROUPS = {
     # One headless Chromium and one live server for every browser test.
-    "chromium": ({"browser", "page"}, {"browser"}),
+    "chromium": ({"browser", "page"}, {"browser"}, set()),
     # One private Slurm cluster (own munged, slurmctld, slurmd, MariaDB database) for the run.
-    "slurm-cluster": ({"slurm_cluster", "slurm_cluster_accounting", "slurmrestd_socket", "slurm_env"}, set()),
+    "slurm-cluster": ({"slurm_cluster", "slurm_cluster_accounting", "slurmrestd_socket", "slurm_env"}, set(), set()),
+    # Whole installations (make run's web, worker and beat; the benches' stacks) one after the other:
+    # two at once on a 2-core machine would only race their start-up timeouts.
+    "own-installation": (set(), set(), {"tests/integration/test_run_command.py", *OWN_INSTALLATION_MODULES}),
 }
 
 
@@ -104,8 +107,9 @@ def xdist_group_of(item) -> str | None:
     marker = item.get_closest_marker("xdist_group")
     if marker:
         return str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
-    for group, (fixtures, markers) in XDIST_GROUPS.items():
-        if fixtures & set(getattr(item, "fixturenames", ())) or any(item.get_closest_marker(m) for m in markers):
+    for group, (fixtures, markers, modules) in XDIST_GROUPS.items():
+        if (fixtures & set(getattr(item, "fixturenames", ())) or any(item.get_closest_marker(m) for m in markers)
+                or item.nodeid.split("::", 1)[0] in modules):
             return group
     return None
 
