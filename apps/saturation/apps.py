@@ -23,6 +23,10 @@ class SaturationConfig(AppConfig):
 
         register_job_panel(JobPanel(key="saturation", title="GPU saturation", order=10, template="saturation/_job_section.html",
                                     context=panel.context, summary=panel.summary, figures=panel.FIGURES, version=panel.version))
+        # The job list's score column (apps.core.job_columns): jobs lists, saturation knows the scores.
+        from .columns import register as register_job_columns
+
+        register_job_columns()
         try:
             from .colourings import register as register_colourings
         except ImportError:  # the rank-map colourings arrive with the ranks panel
