@@ -11,24 +11,14 @@ class SaturationConfig(AppConfig):
         from apps.core.panels import JobPanel, register_job_panel
         from apps.core.refresh import JobRefresher, register_job_refresher
 
+        from . import colourings, columns, panel
         from .selectors import gpu_model_for_job
-
-        # The per-model table (ceilings, clocks, power) is ours; telemetry's heatmaps read it through core.
-        register_gpu_model_provider(gpu_model_for_job)
-
-        # Ingestion refreshes the jobs it touches (apps.core): the saturation product updates incrementally.
-        register_job_refresher(JobRefresher(name="saturation", order=20, refresh="apps.saturation.services.job_saturation_update"))
-
-        from . import panel
 
         register_job_panel(JobPanel(key="saturation", title="GPU saturation", order=10, template="saturation/_job_section.html",
                                     context=panel.context, summary=panel.summary, figures=panel.FIGURES, version=panel.version))
-        # The job list's score column (apps.core.job_columns): jobs lists, saturation knows the scores.
-        from .columns import register as register_job_columns
-
-        register_job_columns()
-        try:
-            from .colourings import register as register_colourings
-        except ImportError:  # the rank-map colourings arrive with the ranks panel
-            return
-        register_colourings()
+        # Ingestion refreshes the jobs it touches (apps.core): the saturation product updates incrementally.
+        register_job_refresher(JobRefresher(name="saturation", order=20, refresh="apps.saturation.services.job_saturation_update"))
+        # The per-model table (ceilings, clocks, power) is ours; telemetry's heatmaps read it through core.
+        register_gpu_model_provider(gpu_model_for_job)
+        columns.register()  # the job list's score column (apps.core.job_columns)
+        colourings.register()  # the rank map's GPU colourings (apps.core.gpu_colourings)
