@@ -8,13 +8,3 @@ class TaskRunStatusChoices(models.TextChoices):
     STATUS_RUNNING = "running", _("Running")
     STATUS_SUCCEEDED = "succeeded", _("Succeeded")
     STATUS_FAILED = "failed", _("Failed")
-
-
-class JobProductStatusChoices(models.TextChoices):
-    """The states of a job's product; each product's own choices keep these values with its own words."""
-
-    STATUS_WAITING = "waiting", _("Waiting")
-    STATUS_RUNNING = "running", _("Building")
-    STATUS_READY = "ready", _("Ready")
-    STATUS_EMPTY = "empty", _("No samples")
-    STATUS_FAILED = "failed", _("Failed")

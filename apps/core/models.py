@@ -5,15 +5,13 @@
 * :class:`TaskRun` - a user-visible record of one long-running operation (status, progress,
   log), written by Celery tasks so the UI can show progress without reading the broker.
 * :class:`DemoState` - which demo system is loaded, so ``make run`` builds it only once.
-* :class:`JobProduct` - abstract base of a product of one job (telemetry's cube, saturation's score):
-  refreshed while the job runs, once after it ends (the lifecycle is :mod:`apps.core.products`).
 """
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from .choices import JobProductStatusChoices, TaskRunStatusChoices
+from .choices import TaskRunStatusChoices
 
 
 class TimeStampedModel(models.Model):
@@ -121,47 +119,3 @@ class DemoState(models.Model):
 
     def __str__(self) -> str:
         return f"demo seed {self.seed} built {self.built:%Y-%m-%d %H:%M}"
-
-
-class JobProduct(models.Model):
-    """Abstract base of a product of one job, refreshed while the job runs and once after it ends.
-
-    A concrete product names the field holding when it was last built (``built_field``) and the setting
-    holding how old a running job's product may get (``refresh_setting``); ``busy_field``, when set, names
-    a field that is not null while a build of the product runs (the sweeper leaves such a job alone).
-    Each concrete model is found by :func:`apps.core.products.job_products`: no registration needed.
-    """
-
-    built_field: str = ""
-    refresh_setting: str = ""
-    busy_field: str | None = None
-
-    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="%(app_label)s")
-    status = models.CharField(max_length=20, choices=JobProductStatusChoices.choices,
-                              default=JobProductStatusChoices.STATUS_WAITING)
-    message = models.CharField(max_length=500, blank=True)
-    window_start = models.DateTimeField(null=True, blank=True)
-    window_end = models.DateTimeField(null=True, blank=True, help_text=_("End of the job's run window the product "
-                                                                            "was last built over."))
-    step_seconds = models.PositiveIntegerField(null=True, blank=True, help_text=_("Bucket width in seconds."))
-    samples = models.PositiveBigIntegerField(default=0, help_text=_("Telemetry samples the product was built from."))
-    product = models.CharField(max_length=500, blank=True, help_text=_("Path of the product, relative to the data folder."))
-
-    class Meta:
-        abstract = True
-
-    @property
-    def built_at(self):
-        """When the product was last built (None: never)."""
-        return getattr(self, self.built_field)
-
-    def has_product(self) -> bool:
-        """Whether the record points at a built product that pages can show."""
-        return self.status == JobProductStatusChoices.STATUS_READY and bool(self.product)
-
-    def is_stale(self, job, now=None) -> bool:
-        """Whether the lifecycle wants the product built again (:func:`apps.core.products.needs_refresh`)."""
-        from .products import fresh_since, needs_refresh
-
-        return needs_refresh(job_end=job.end_time, built=self.built_at, reaches=self.window_end,
-                             fresh_since=fresh_since(type(self), now))

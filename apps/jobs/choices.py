@@ -23,3 +23,13 @@ class JobStateChoices(models.TextChoices):
     PREEMPTED = "PREEMPTED", _("Preempted")
     ENDED = "ENDED", _("Ended (final state unknown)")
     OTHER = "OTHER", _("Other")
+
+
+class JobProductStatusChoices(models.TextChoices):
+    """The states of a job's product; each product's own choices keep these values with its own words."""
+
+    STATUS_WAITING = "waiting", _("Waiting")
+    STATUS_RUNNING = "running", _("Building")
+    STATUS_READY = "ready", _("Ready")
+    STATUS_EMPTY = "empty", _("No samples")
+    STATUS_FAILED = "failed", _("Failed")

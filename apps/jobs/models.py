@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from apps.core.models import TimeStampedModel
 
-from .choices import ClusterSyncModeChoices, JobStateChoices
+from .choices import ClusterSyncModeChoices, JobProductStatusChoices, JobStateChoices
 
 
 class Cluster(TimeStampedModel):
@@ -104,9 +104,9 @@ class Job(TimeStampedModel):
 
     @property
     def elapsed(self):
-        if not self.start_time:
-            return None
-        return (self.end_time or timezone.now()) - self.start_time
+        """How long the job has run (None before it starts): the length of its run window."""
+        window = self.run_window()
+        return None if window is None else window[1] - window[0]
 
     def run_window(self, now=None, *, slack=None, from_submit: bool = False, open_end: bool = False):
         """The time the job ran as ``(start, end)``: the one rule the job's products, a job token's scope and
@@ -197,3 +197,47 @@ class JobToken(models.Model):
 
     def is_valid(self, now=None) -> bool:
         return self.expires is None or (now or timezone.now()) < self.expires
+
+
+class JobProduct(models.Model):
+    """Abstract base of a product of one job, refreshed while the job runs and once after it ends.
+
+    A concrete product names the field holding when it was last built (``built_field``) and the setting
+    holding how old a running job's product may get (``refresh_setting``); ``busy_field``, when set, names
+    a field that is not null while a build of the product runs (the sweeper leaves such a job alone).
+    Each concrete model is found by :func:`apps.jobs.products.job_products`: no registration needed.
+    """
+
+    built_field: str = ""
+    refresh_setting: str = ""
+    busy_field: str | None = None
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="%(app_label)s")
+    status = models.CharField(max_length=20, choices=JobProductStatusChoices.choices,
+                              default=JobProductStatusChoices.STATUS_WAITING)
+    message = models.CharField(max_length=500, blank=True)
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_end = models.DateTimeField(null=True, blank=True, help_text=_("End of the job's run window the product "
+                                                                            "was last built over."))
+    step_seconds = models.PositiveIntegerField(null=True, blank=True, help_text=_("Bucket width in seconds."))
+    samples = models.PositiveBigIntegerField(default=0, help_text=_("Telemetry samples the product was built from."))
+    product = models.CharField(max_length=500, blank=True, help_text=_("Path of the product, relative to the data folder."))
+
+    class Meta:
+        abstract = True
+
+    @property
+    def built_at(self):
+        """When the product was last built (None: never)."""
+        return getattr(self, self.built_field)
+
+    def has_product(self) -> bool:
+        """Whether the record points at a built product that pages can show."""
+        return self.status == JobProductStatusChoices.STATUS_READY and bool(self.product)
+
+    def is_stale(self, job, now=None) -> bool:
+        """Whether the lifecycle wants the product built again (:func:`apps.jobs.products.needs_refresh`)."""
+        from .products import fresh_since, needs_refresh
+
+        return needs_refresh(job_end=job.end_time, built=self.built_at, reaches=self.window_end,
+                             fresh_since=fresh_since(type(self), now))

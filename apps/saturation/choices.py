@@ -3,7 +3,7 @@ from django.db import models
 
 
 class JobSaturationStatusChoices(models.TextChoices):
-    """The state of the *result* a record holds (the values of :class:`apps.core.models.JobProductStatusChoices`).
+    """The state of the *result* a record holds (the values of :class:`apps.jobs.choices.JobProductStatusChoices`).
     A scoring in progress does not change it (see ``JobSaturation.scoring_since``), so the previous score stays
     visible while the next is computed. ``running`` is only read from rows written before that; the sweeper
     turns them into ``waiting``."""

@@ -2,14 +2,14 @@
 product file next to the portal's data; this row is what lists and the API read)."""
 from django.db import models
 
-from apps.core.models import JobProduct
+from apps.jobs.models import JobProduct
 
 from .choices import JobSaturationStatusChoices
 from .scoring import GpuModel
 
 
 class JobSaturation(JobProduct):
-    """One job's latest saturation result, scored along the lifecycle of apps/core/products.py."""
+    """One job's latest saturation result, scored along the lifecycle of apps/jobs/products.py."""
 
     built_field = "computed"
     refresh_setting = "SATURATION_REFRESH_SECONDS"

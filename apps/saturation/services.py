@@ -21,7 +21,7 @@ import pandas as pd
 from django.conf import settings
 from django.utils import timezone
 
-from apps.core.products import NOT_STARTED, product_window
+from apps.jobs.products import NOT_STARTED, product_window
 from apps.telemetry.backends.base import Query
 from apps.telemetry.store import telemetry_store
 

@@ -234,7 +234,7 @@ def score_recent_jobs_task() -> list[int]:
     """Beat, the safety net under the live refresh: running jobs whose score is older than
     SATURATION_REFRESH_SECONDS are brought up to date (``update_job``, incremental), finished jobs are
     scored from scratch once after their end (``score_job``)."""
-    from apps.core.products import stale_products
+    from apps.jobs.products import stale_products
     from apps.jobs.models import Job
 
     now = timezone.now()

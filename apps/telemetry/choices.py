@@ -3,7 +3,7 @@ from django.db import models
 
 
 class JobTelemetryStatusChoices(models.TextChoices):
-    """The values of :class:`apps.core.models.JobProductStatusChoices`, in telemetry's words."""
+    """The values of :class:`apps.jobs.choices.JobProductStatusChoices`, in telemetry's words."""
 
     STATUS_WAITING = "waiting", "Waiting for the job to start"
     STATUS_RUNNING = "running", "Reading the telemetry store"

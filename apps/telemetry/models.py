@@ -7,7 +7,7 @@ a collector's service token needs to post samples for any host.
 from django.conf import settings
 from django.db import models
 
-from apps.core.models import JobProduct
+from apps.jobs.models import JobProduct
 
 from .choices import JobTelemetryStatusChoices
 
@@ -34,7 +34,7 @@ class IngestBatch(models.Model):
 
 class JobTelemetry(JobProduct):
     """The state of one job's telemetry data product (the bucketed cube pages read): built by
-    apps/telemetry/services.py along the lifecycle of apps/core/products.py."""
+    apps/telemetry/services.py along the lifecycle of apps/jobs/products.py."""
 
     built_field = "materialized"
     refresh_setting = "TELEMETRY_REFRESH_SECONDS"

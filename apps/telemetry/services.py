@@ -27,7 +27,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
-from apps.core.products import NOT_STARTED, product_window
+from apps.jobs.products import NOT_STARTED, product_window
 
 from .backends.base import Query
 from .choices import JobTelemetryStatusChoices as Status

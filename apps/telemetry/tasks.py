@@ -56,9 +56,9 @@ def _materialize(self, job) -> dict:
 @shared_task(name="telemetry.materialize_recent_jobs", **IDEMPOTENT)
 def materialize_recent_jobs_task() -> list[int]:
     """Beat, the safety net under the live refresh: rebuild the cube of every job whose product is stale
-    (apps/core/products.py: running and older than TELEMETRY_REFRESH_SECONDS, or ended and not yet
+    (apps/jobs/products.py: running and older than TELEMETRY_REFRESH_SECONDS, or ended and not yet
     reaching its end)."""
-    from apps.core.products import stale_products
+    from apps.jobs.products import stale_products
 
     ids = stale_products(JobTelemetry)
     for job_pk in ids:

@@ -1,4 +1,4 @@
-"""The per-job product lifecycle (apps/core/products.py): a product of a job is stale while the job runs and
+"""The per-job product lifecycle (apps/jobs/products.py): a product of a job is stale while the job runs and
 its product ages, is built once more after the job ends, and one selector finds the stale products of
 every kind (telemetry's cube, saturation's score)."""
 from datetime import timedelta
@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.core.models import JobProductStatusChoices
-from apps.core.products import job_products, needs_refresh, product_window, stale_job_products, stale_products
+from apps.jobs.choices import JobProductStatusChoices
+from apps.jobs.products import job_products, needs_refresh, product_window, stale_job_products, stale_products
 
 pytestmark = pytest.mark.django_db
 

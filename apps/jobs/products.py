@@ -1,6 +1,6 @@
 """The lifecycle of a product of one job: refreshed while the job runs, built once more after it ends.
 
-A product is a concrete subclass of :class:`apps.core.models.JobProduct` (telemetry's cube, saturation's
+A product is a concrete subclass of :class:`apps.jobs.models.JobProduct` (telemetry's cube, saturation's
 score); each app keeps how it builds its product, and shares here:
 
 * :func:`product_window` — the window a product covers: the job's run window (``Job.run_window``) while the
@@ -12,7 +12,7 @@ score); each app keeps how it builds its product, and shares here:
   ``saturation.score_recent_jobs``) read: the recent jobs whose product of one kind is stale;
 * :func:`job_products` — every concrete product model, found in Django's app registry (no registration).
 
-Core sits below jobs: the job model is reached through the product's ``job`` field, never imported.
+The products live in the apps above jobs (telemetry, saturation): the lifecycle is the jobs app's, as is the job.
 """
 from __future__ import annotations
 
@@ -23,12 +23,11 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from .choices import JobStateChoices
 from .models import JobProduct
 
 #: What a product without a window says (both products used these words before they shared them).
 NOT_STARTED = "the job has not started on any node yet"
-#: ``apps.jobs.models.JobStateChoices.RUNNING``, named by value: core sits below jobs.
-RUNNING_STATE = "RUNNING"
 #: At most this many recent jobs are looked at per sweep, the latest started first.
 SWEEP_LIMIT = 1000
 
@@ -75,7 +74,7 @@ def stale_products(model: type[JobProduct], *, now: datetime | None = None, limi
     columns = ["pk", "end_time", f"{related}__{model.built_field}", f"{related}__window_end"]
     if model.busy_field:
         columns.append(f"{related}__{model.busy_field}")
-    candidates = (job_field.related_model.objects.filter(Q(state=RUNNING_STATE) | Q(end_time__gte=recent))
+    candidates = (job_field.related_model.objects.filter(Q(state=JobStateChoices.RUNNING) | Q(end_time__gte=recent))
                   .exclude(start_time=None).order_by("-start_time").values_list(*columns)[:limit])
     since = fresh_since(model, now)
     return [pk for pk, end, built, reaches, *busy in candidates
