@@ -8,8 +8,6 @@ a credential.
 from django.conf import settings
 from rest_framework import exceptions
 
-from apps.core.api.authentication import JobTokenAuthentication  # noqa: F401 - its OpenAPI description targets this path
-
 from .models import Job, JobToken
 
 

@@ -3,7 +3,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class JobTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "apps.jobs.authentication.JobTokenAuthentication"
+    target_class = "apps.core.api.authentication.JobTokenAuthentication"
     name = "jobTokenAuth"
 
     def get_security_definition(self, auto_schema):

@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from apps.core.bulk import insert_rows, sync_rows
@@ -11,7 +11,7 @@ from apps.core.bulk import insert_rows, sync_rows
 from .choices import ClusterSyncModeChoices, JobStateChoices
 from .models import ACTIVE_STATES, Cluster, Job, JobStep, JobToken, node_search_text
 from .slurm import SlurmCommandError, run_slurm_command
-from .slurm_json import ParseProblem, SlurmJob, SlurmJsonError, parse_sacct, parse_squeue
+from .slurm_json import SlurmJob, SlurmJsonError, parse_sacct, parse_squeue
 from .slurmrestd import SlurmRestClient, SlurmRestError
 
 KNOWN_STATES = set(JobStateChoices.values)

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from apps.core.numbers import clock, count, duration_words, z_words
 from apps.core.panels import Fact, Finding, PanelSummary
+from apps.topology.links import job_focus_url
 
 from .figures import bands, utilisation_vs_saturation
 from .choices import JobSaturationStatusChoices as Status
@@ -58,8 +59,6 @@ ENABLE_PROFILING = ("Enable the DCGM profiling metrics: run the collector in the
 def straggler_links(item: dict, job) -> dict:
     """Where a straggler finding points: its node's page, and the network with this job's nodes shown and
     the lagging ones in focus (the job stays in view), or the group page for a fabric finding."""
-    from apps.topology.links import job_focus_url  # topology is below saturation: a one-way import
-
     hosts = item.get("hosts") or ([item["host"]] if item.get("host") else [])
     links = {}
     if item.get("host"):

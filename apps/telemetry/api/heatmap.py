@@ -20,6 +20,7 @@ from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
 from ..fields import FIELDS, UnknownField, field_ids, lookup
+from ..choices import JobTelemetryStatusChoices
 from ..models import JobTelemetry
 from ..products import JobCube
 from .openapi import TelemetryHeatmapResponse, TelemetryNodesResponse
@@ -126,7 +127,7 @@ def telemetry_head(request, cluster, job_id) -> tuple[object, dict]:
     if job is None:
         raise Http404
     head = JobTelemetry.objects.filter(job=job).values(*_HEAD_FIELDS).first()
-    if head is None or head["status"] != "ready" or not head["product"]:
+    if head is None or head["status"] != JobTelemetryStatusChoices.STATUS_READY or not head["product"]:
         state = JobTelemetry(**head).get_status_display().lower() if head else "not read from the telemetry store yet"
         raise InputError(f"no telemetry for this job: {state}" + (f" ({head['message']})" if head and head["message"] else ""),
                          status_code=404)
