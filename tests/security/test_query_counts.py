@@ -24,6 +24,7 @@ For every pattern:
 what was measured (keeping the ``[scales]`` reasons); review the diff before committing it.
 """
 import os
+import shutil
 import tomllib
 from dataclasses import dataclass
 from datetime import timedelta
@@ -396,6 +397,9 @@ def measured(django_db_setup, django_db_blocker, tmp_path_factory):
             atomic.__exit__(None, None, None)
             settings.TELEMETRY_BACKENDS = backends
             reset_telemetry_stores()
+            # The target job's products and score state, written beside the data folder's others.
+            for leftover in Path(settings.DATA_DIR).glob(f"*/alps/{JOB_ID}*"):
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
     if os.environ.get("BELVEDERE_WRITE_QUERY_COUNTS") == "1":
         _write_counts(small, large, gets)
 
