@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
+
+from .registry import OrderedRegistry
 
 AGGREGATES = ("min", "max", "mean")
 KINDS = ("number", "label")
@@ -62,24 +64,23 @@ class GpuColouring:
         return self.fn(job) is not None
 
 
-_colourings: dict[Hashable, GpuColouring] = {}
+_colourings: OrderedRegistry[GpuColouring] = OrderedRegistry(key=lambda colouring: colouring.key)
 
 
 def register_gpu_colouring(key: str, title: str, fn: Callable[[Any], GpuValues | None], **options) -> GpuColouring:
     """Offer ``fn`` as a colouring of a job's GPUs under ``key``; the same key again replaces it."""
     colouring = GpuColouring(key=key, title=title, fn=fn, **options)
-    _colourings[key] = colouring
-    return colouring
+    return _colourings.add(colouring)
 
 
 def unregister_gpu_colouring(key: str) -> None:
     """Remove a colouring (tests that register their own)."""
-    _colourings.pop(key, None)
+    _colourings.remove(key)
 
 
 def gpu_colourings() -> list[GpuColouring]:
     """Every registered colouring, in select order."""
-    return sorted(_colourings.values(), key=lambda colouring: (colouring.order, colouring.key))
+    return _colourings.entries()
 
 
 def gpu_colouring(key: str) -> GpuColouring | None:

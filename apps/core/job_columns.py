@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from .registry import OrderedRegistry
+
 
 @dataclass(frozen=True)
 class JobColumn:
@@ -33,17 +35,17 @@ class JobColumn:
     css: str = ""  # the cells' class
 
 
-_columns: dict[str, JobColumn] = {}
+_columns: OrderedRegistry[JobColumn] = OrderedRegistry(key=lambda column: column.key)
 
 
 def register_job_column(column: JobColumn) -> None:
     """Add ``column`` to the job list; registering the same key again replaces it (reloads in tests)."""
-    _columns[column.key] = column
+    _columns.add(column)
 
 
 def job_columns() -> list[JobColumn]:
     """The registered columns, in list order."""
-    return sorted(_columns.values(), key=lambda column: (column.order, column.key))
+    return _columns.entries()
 
 
 def job_column_values(columns: Iterable[JobColumn], job_pks: list[int]) -> dict[str, dict[int, Any]]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .registry import OrderedRegistry
+
 
 @dataclass(frozen=True)
 class NodeLabels:
@@ -34,23 +36,22 @@ class NodeColouring:
     order: int = 100  # lower first in the select
 
 
-_colourings: dict[str, NodeColouring] = {}
+_colourings: OrderedRegistry[NodeColouring] = OrderedRegistry(key=lambda colouring: colouring.key)
 
 
 def register_node_colouring(colouring: NodeColouring) -> NodeColouring:
     """Offer ``colouring`` on the topology page; the same key again replaces it."""
-    _colourings[colouring.key] = colouring
-    return colouring
+    return _colourings.add(colouring)
 
 
 def unregister_node_colouring(key: str) -> None:
     """Remove a colouring (tests that register their own)."""
-    _colourings.pop(key, None)
+    _colourings.remove(key)
 
 
 def node_colourings() -> list[NodeColouring]:
     """Every registered colouring, in select order."""
-    return sorted(_colourings.values(), key=lambda colouring: (colouring.order, colouring.key))
+    return _colourings.entries()
 
 
 def node_colouring(key: str) -> NodeColouring | None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .registry import OrderedRegistry
+
 PAGES = ("home", "staff")
 
 
@@ -35,21 +37,20 @@ class PageSection:
             raise ValueError(f"page {self.page!r} is not one of {', '.join(PAGES)}")
 
 
-_sections: dict[tuple[str, str], PageSection] = {}
+_sections: OrderedRegistry[PageSection] = OrderedRegistry(key=lambda section: (section.page, section.key),
+                                                          sort_key=lambda section: (section.order, section.key))
 
 
 def register_page_section(section: PageSection) -> PageSection:
     """Add ``section`` to its page; the same page and key again replaces it."""
-    _sections[(section.page, section.key)] = section
-    return section
+    return _sections.add(section)
 
 
 def unregister_page_section(page: str, key: str) -> None:
     """Remove a section (tests that register their own)."""
-    _sections.pop((page, key), None)
+    _sections.remove((page, key))
 
 
 def page_sections(page: str) -> list[PageSection]:
     """The sections registered for ``page``, in page order."""
-    return sorted((section for section in _sections.values() if section.page == page),
-                  key=lambda section: (section.order, section.key))
+    return _sections.entries(lambda section: section.page == page)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
+from .registry import OrderedRegistry
+
 LEVELS = ("critical", "warning", "info", "ok")  # most urgent first: the first screen sorts by it
 
 
@@ -89,12 +91,12 @@ class JobPanel:
     version: Callable[[Any], str | None] | None = None
 
 
-_panels: dict[str, JobPanel] = {}
+_panels: OrderedRegistry[JobPanel] = OrderedRegistry(key=lambda panel: panel.key)
 
 
 def register_job_panel(panel: JobPanel) -> None:
     """Add ``panel`` to every job page; registering the same key again replaces it (reloads in tests)."""
-    _panels[panel.key] = panel
+    _panels.add(panel)
 
 
 def job_panel(key: str) -> JobPanel | None:
@@ -103,7 +105,7 @@ def job_panel(key: str) -> JobPanel | None:
 
 def job_panels() -> list[JobPanel]:
     """The registered panels, in page order."""
-    return sorted(_panels.values(), key=lambda panel: (panel.order, panel.key))
+    return _panels.entries()
 
 
 def first_screen(job, panels: list[JobPanel] | None = None) -> PanelSummary:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .registry import OrderedRegistry
+
 
 @dataclass(frozen=True)
 class JobRefresher:
@@ -26,15 +28,14 @@ class JobRefresher:
     refresh: str  # dotted path of refresh(job, report) -> None
 
 
-_refreshers: dict[str, JobRefresher] = {}
+_refreshers: OrderedRegistry[JobRefresher] = OrderedRegistry(key=lambda refresher: refresher.name)
 
 
 def register_job_refresher(refresher: JobRefresher) -> JobRefresher:
     """Register (or replace, by name) a refresher; returns it."""
-    _refreshers[refresher.name] = refresher
-    return refresher
+    return _refreshers.add(refresher)
 
 
 def job_refreshers() -> list[JobRefresher]:
     """The registered refreshers, in the order they run."""
-    return sorted(_refreshers.values(), key=lambda r: (r.order, r.name))
+    return _refreshers.entries()

@@ -27,10 +27,9 @@ UNCONSUMED = "refresh-tests-nobody"  # in-process tests queue messages no worker
 @pytest.fixture
 def registry():
     """The registry as the apps left it, restored afterwards."""
-    saved = dict(refresh._refreshers)
+    saved = refresh._refreshers.snapshot()
     yield refresh._refreshers
-    refresh._refreshers.clear()
-    refresh._refreshers.update(saved)
+    refresh._refreshers.restore(saved)
 
 
 @pytest.fixture

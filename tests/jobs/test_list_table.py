@@ -6,6 +6,7 @@ import pytest
 
 from apps.core import job_columns
 from apps.core.job_columns import JobColumn
+from apps.core.registry import OrderedRegistry
 from apps.jobs.models import Cluster, Job, node_search_text
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
@@ -36,7 +37,7 @@ def queue_column(monkeypatch):
         calls.append(sorted(job_pks))
         return {job.pk: job.partition.upper() for job in Job.objects.filter(pk__in=job_pks).exclude(partition="")}
 
-    monkeypatch.setattr(job_columns, "_columns", {})
+    monkeypatch.setattr(job_columns, "_columns", OrderedRegistry(key=lambda column: column.key))
     job_columns.register_job_column(JobColumn(key="queue", title="Queue", load=load, template="core/_job_list_value.html",
                                               order_by="partition", help="Partition, loud", css="num"))
     return calls
