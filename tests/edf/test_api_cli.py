@@ -100,3 +100,12 @@ def test_cli_search_path_resolves_bases_from_edf_path(tmp_path):
     assert unresolved.returncode == 0 and "[base-unresolved]" in unresolved.stdout
     resolved = run_cli(child, "--search-path", library)
     assert resolved.returncode == 1 and "[hook-needs-writable]" in resolved.stdout and "[base-unresolved]" not in resolved.stdout
+
+
+def test_the_edf_list_filters_by_owner_and_refuses_a_bad_owner(alice, api_client):
+    created = api_client.post("/api/v1/edf/documents/", {"name": "mine", "text": 'image = "ubuntu:24.04"\n'}, format="json")
+    assert created.status_code == 201, created.content
+    assert [row["name"] for row in api_client.get("/api/v1/edf/documents/?owner=alice").json()["results"]] == ["mine"]
+    assert api_client.get("/api/v1/edf/documents/?owner=nobody").json()["results"] == []
+    refused = api_client.get("/api/v1/edf/documents/?owner=" + "x" * 151)
+    assert refused.status_code == 400 and [error["field"] for error in refused.json()["errors"]] == ["owner"]

@@ -174,6 +174,8 @@ def test_a_job_token_reads_its_own_jobs_vetting_only(api_client, job, people):
     ("/api/v1/vetting/results/?run=-2.406607008875822e%2B209", "run"),  # schemathesis: an overflow in SQLite
     ("/api/v1/vetting/results/?job=9e20", "job"),
     ("/api/v1/vetting/results/?group=1.5", "group"),
+    ("/api/v1/vetting/nodes/?state=sleepy", "state"),
+    ("/api/v1/vetting/recommendations/?status=maybe", "status"),
 ])
 def test_bad_query_parameters_are_400s_that_name_them(api_client, job, people, url, field):
     """Issue 16 item 6: '²'.isdigit() is True and int('²') raised; ?job=abc reached the database."""
@@ -193,3 +195,17 @@ def test_a_garbled_content_length_is_not_a_500(api_client, job, people):
     assert response.status_code < 500
     huge = api_client.post("/api/v1/vetting/protocols/validate/", data=b"name: x\n", content_type="text/plain", CONTENT_LENGTH="9" * 30)
     assert huge.status_code == 413
+
+
+def test_the_node_and_recommendation_filters_filter(api_client, people):
+    from django.utils import timezone
+
+    from apps.vetting.choices import NodeHealthStateChoices
+
+    NodeHealth.objects.create(host="nid000001", state=NodeHealthStateChoices.values[0], since=timezone.now())
+    NodeHealth.objects.create(host="nid000002", state=NodeHealthStateChoices.values[1], since=timezone.now())
+    api_client.force_authenticate(people["ops"])
+    body = api_client.get(f"/api/v1/vetting/nodes/?state={NodeHealthStateChoices.values[1]}").json()
+    rows = body["results"] if isinstance(body, dict) else body
+    assert [row["host"] for row in rows] == ["nid000002"]
+    assert api_client.get("/api/v1/vetting/recommendations/?status=all").status_code == 200

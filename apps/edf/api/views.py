@@ -1,7 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.db.models import Prefetch
 from django.http import Http404, HttpResponse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
@@ -78,6 +78,11 @@ class DownloadParams(serializers.Serializer):
     version = _version_field()
 
 
+class EdfListParams(serializers.Serializer):
+    owner = serializers.CharField(required=False, max_length=150, help_text="Only the EDFs of this user (a username).")
+
+
+@extend_schema_view(get=extend_schema(parameters=[EdfListParams]))
 class EdfListView(generics.ListCreateAPIView):
     """Saved EDFs you may read (yours, those shared with your projects; all for staff); POST saves a new one."""
 
@@ -86,7 +91,7 @@ class EdfListView(generics.ListCreateAPIView):
     def get_queryset(self):
         queryset = edf_list_for_user(self.request.user).order_by("owner__username", "name").prefetch_related(
             Prefetch("versions", queryset=EdfVersion.objects.select_related("created_by")))  # each one's latest, at once
-        owner = self.request.query_params.get("owner")
+        owner = parse_query(self.request, EdfListParams).get("owner")
         return queryset.filter(owner__username=owner) if owner else queryset
 
     @extend_schema(request=EdfCreateSerializer, responses={201: EdfDocumentSerializer})

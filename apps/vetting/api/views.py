@@ -3,7 +3,7 @@ actions, the rules catalogue, recommendations, and the vetnode protocol check.""
 
 from django.conf import settings
 from django.http import Http404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import generics, permissions, serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import BaseParser
@@ -20,6 +20,7 @@ from apps.jobs.authentication import token_job
 
 from .. import parsers, protocol as protocol_check
 from ..filtersets import VettingResultFilterSet
+from ..choices import NodeHealthStateChoices, RecommendationStatusChoices
 from ..models import NodeHealth, NodeHealthEvent, Recommendation, Rule
 from ..node_states import TransitionError
 from ..records import ParseError
@@ -204,6 +205,12 @@ class ResultListView(generics.ListAPIView):
         return {**super().get_serializer_context(), "viewer": job_visibility(self.request.user)}
 
 
+class NodeListParams(serializers.Serializer):
+    state = serializers.ChoiceField(choices=NodeHealthStateChoices.choices, required=False,
+                                    help_text="Only nodes in this health state.")
+
+
+@extend_schema_view(get=extend_schema(parameters=[NodeListParams]))
 class NodeListView(generics.ListAPIView):
     """Node health states (nodes never vetted are healthy and not listed)."""
 
@@ -211,7 +218,7 @@ class NodeListView(generics.ListAPIView):
     queryset = NodeHealth.objects.all()
 
     def get_queryset(self):
-        state = self.request.query_params.get("state")
+        state = parse_query(self.request, NodeListParams).get("state")
         return self.queryset.filter(state=state) if state else self.queryset
 
 
@@ -294,13 +301,20 @@ class RuleDetailView(APIView):
         return RuleListView._save(request, self._rule(slug), status.HTTP_200_OK)
 
 
+class RecommendationListParams(serializers.Serializer):
+    status = serializers.ChoiceField(choices=[*RecommendationStatusChoices.choices, ("all", "All")], required=False,
+                                     help_text="Only recommendations in this status; `all` for every one "
+                                               "(default: open and acknowledged).")
+
+
+@extend_schema_view(get=extend_schema(parameters=[RecommendationListParams]))
 class RecommendationListView(generics.ListAPIView):
     """What the rules recommend. ``?status=open`` (default: open and acknowledged), ``all`` for every one."""
 
     serializer_class = RecommendationSerializer
 
     def get_queryset(self):
-        wanted = self.request.query_params.get("status", "")
+        wanted = parse_query(self.request, RecommendationListParams).get("status", "")
         if wanted == "all":
             return Recommendation.objects.select_related("rule")
         if wanted:
