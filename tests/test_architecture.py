@@ -48,3 +48,25 @@ def test_jobs_templates_include_no_other_apps_templates():
             if not name.startswith("jobs/"):
                 included.append(f"{template.name}: {name}")
     assert included == []
+
+
+def test_no_app_reaches_into_another_apps_views_or_api():
+    """What apps share goes through public modules (selectors, services, core's registries and API helpers);
+    another app's pages (views) and API modules are its transport, not an interface. Function-level imports count."""
+    import grimp
+
+    graph = grimp.build_graph("apps", cache_dir=None)
+    apps = sorted(path.parent.name for path in (ROOT / "apps").glob("*/apps.py"))
+    reaching = []
+    for owner in apps:
+        if owner == "core":  # core's API helpers (apps.core.api) are shared by design
+            continue
+        for transport in (f"apps.{owner}.views", f"apps.{owner}.api"):
+            if transport not in graph.modules:
+                continue
+            targets = {transport} | graph.find_descendants(transport)
+            for target in targets:
+                for importer in graph.find_modules_that_directly_import(target):
+                    if not importer.startswith(f"apps.{owner}.") and importer != f"apps.{owner}":
+                        reaching.append(f"{importer} -> {target}")
+    assert reaching == []

@@ -5,7 +5,7 @@ that clients and fuzzers can check every answer. They are never used to render a
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from apps.telemetry.api.openapi import HeatmapCoverage, HeatmapScale, HeatmapSeparator, HeatmapShade, HeatmapWindow
+from apps.core.api.heatmaps import HeatmapCoverage, HeatmapScale, HeatmapSeparator, HeatmapShade, HeatmapWindow
 
 
 class SaturationComponents(serializers.Serializer):

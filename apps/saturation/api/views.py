@@ -11,18 +11,17 @@ from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core import heatmaps
 from apps.core.api.authentication import JOB_API_AUTHENTICATION
 from apps.core.api.conditional import ConditionalProductMixin, ProductVersion, row_version
 from apps.core.api.exceptions import InputError
-from apps.core.api.params import QueryIntegerField, parse_query
+from apps.core.api.heatmaps import HeatmapOptions, heatmap_options
+from apps.core.api.params import QueryIntegerField
 from apps.core.exports import FORMATS, table_bytes
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
-from apps.telemetry.api.heatmap import HeatmapOptions, heatmap_options
 
 from ..choices import JobSaturationStatusChoices
 from ..models import JobSaturation

@@ -1,12 +1,10 @@
 """Job-scoped telemetry endpoints: the GPU × time heatmap of any field (compact, see apps/core/heatmaps.py)
 and the node × field min/mean/max table. Mounted next to the job, at /api/v1/jobs/<cluster>/<job_id>/telemetry/."""
-from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
 from django.conf import settings
 from django.http import Http404
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.views import APIView
 
@@ -14,79 +12,19 @@ from apps.core import heatmaps
 from apps.core.api.authentication import JOB_API_AUTHENTICATION
 from apps.core.api.conditional import ConditionalProductMixin, row_version
 from apps.core.api.exceptions import InputError
+from apps.core.api.heatmaps import HeatmapOptions, heatmap_options
 from apps.core.api.params import CommaListField, QueryIntegerField
 from apps.core.gpu_models import gpu_model_for
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
-from ..fields import FIELDS, UnknownField, field_ids, lookup
 from ..choices import JobTelemetryStatusChoices
+from ..fields import FIELDS, UnknownField, field_ids, lookup
 from ..models import JobTelemetry
 from ..products import JobCube
 from .openapi import TelemetryHeatmapResponse, TelemetryNodesResponse
 
 DEFAULT_FIELD = 1002  # SM activity, as on the job page
-
-
-@extend_schema_field({"type": "string", "format": "date-time", "example": "2026-11-21T10:00:00Z"})
-class HeatmapTimeField(serializers.Field):
-    """An ISO 8601 time (``2026-11-21T10:00:00Z``); without a zone it is UTC (what Plotly's axes give)."""
-
-    default_error_messages = {"invalid": "{text!r} is not an ISO 8601 time such as 2026-11-21T10:00:00Z",
-                              "range": "give a time between 1970 and 2200"}
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault("required", False)
-        kwargs.setdefault("allow_null", True)
-        super().__init__(**kwargs)
-
-    def validate_empty_values(self, data):
-        if isinstance(data, str) and not data.strip():  # ?start= is no window start
-            return True, None
-        return super().validate_empty_values(data)
-
-    def to_internal_value(self, data):
-        text = str(data).strip()[:64]
-        try:
-            moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
-        except ValueError:
-            self.fail("invalid", text=text[:40])
-        if not 1970 <= moment.year <= 2200:  # also keeps clear of datetime's and numpy's nanosecond limits
-            self.fail("range")
-        return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
-
-    def to_representation(self, value):
-        return value.isoformat()
-
-
-class HeatmapOptions(serializers.Serializer):
-    """What both heatmap endpoints accept besides the metric: mode, rows, the visible window."""
-
-    mode = serializers.ChoiceField(choices=["value", "deviation"], required=False,
-                                   error_messages={"invalid_choice": "choose value or deviation"},
-                                   help_text="value: the metric on its fixed physical (or data) range; deviation: value minus "
-                                             "the median of its peers in each time bin, on a diverging scale")
-    rows = serializers.ChoiceField(choices=["auto", "gpu"], required=False,
-                                   error_messages={"invalid_choice": "choose auto or gpu"},
-                                   help_text=f"auto: above {heatmaps.MAX_ROWS:,} GPUs rows are aggregated by node (or stage, "
-                                             "group), keeping each cell's worst member and the mean; gpu: one row per GPU")
-    start = HeatmapTimeField(help_text="ISO 8601 start of the visible window (UTC when no zone)")
-    end = HeatmapTimeField(help_text="ISO 8601 end of the visible window (exclusive)")
-
-    def validate(self, attrs):
-        if attrs.get("start") and attrs.get("end") and attrs["start"] >= attrs["end"]:
-            raise serializers.ValidationError({"end": "end must be after start"})
-        return attrs
-
-
-def as_datetime64(moment: datetime | None):
-    return None if moment is None else np.datetime64(moment.astimezone(timezone.utc).replace(tzinfo=None), "ns")
-
-
-def heatmap_options(params: dict) -> dict:
-    """The keyword arguments of ``heatmaps.compact`` that come from HeatmapOptions."""
-    return {"mode": params.get("mode") or "value", "rows_mode": params.get("rows") or "auto",
-            "start": as_datetime64(params.get("start")), "end": as_datetime64(params.get("end"))}
 
 
 def _field_id(name) -> int:

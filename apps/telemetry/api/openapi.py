@@ -4,6 +4,8 @@ The views build these bodies by hand; these classes describe them so that client
 check every answer. They are never used to render a response."""
 from rest_framework import serializers
 
+from apps.core.api.heatmaps import HeatmapCoverage, HeatmapScale, HeatmapSeparator, HeatmapShade, HeatmapWindow  # noqa: F401 - response shapes
+
 
 class IngestProblem(serializers.Serializer):
     """A sample or line that was not stored, and why. Posted samples name ``row`` (0-based), ``line`` (NDJSON)
@@ -40,52 +42,7 @@ class SeriesResponse(serializers.Serializer):
 
 
 # ---------------------------------------------------------------------------------------------
-# Compact heatmaps (apps/core/heatmaps.py): shared by the telemetry and the saturation heatmaps
-
-
-class HeatmapScale(serializers.Serializer):
-    """The colour range: ``z`` and ``mean`` bytes 0..254 map linearly onto [zmin, zmax] (value = zmin + code / 254
-    × (zmax − zmin)); values outside were clipped to the ends; 255 means no data."""
-
-    zmin = serializers.FloatField()
-    zmax = serializers.FloatField()
-    kind = serializers.ChoiceField(choices=["physical", "fraction", "data", "deviation"],
-                                   help_text="physical: a fixed range from the GPU model (clock base to max boost, idle to "
-                                             "slowdown temperature, 0 to the power limit); fraction: 0-1 (or 0-100 %); data: "
-                                             "the data's true min-max; deviation: ±D around the peers' median")
-    source = serializers.CharField(help_text="Where the range comes from, in words.")
-    bad = serializers.ChoiceField(choices=["low", "high"], help_text="Which direction is a problem for this quantity.")
-    colorscale = serializers.JSONField(help_text='"Viridis", or for deviations a diverging Plotly colour scale '
-                                                 "([[position, colour], ...]) with the bad side red.")
-
-
-class HeatmapWindow(serializers.Serializer):
-    """The time window the answer covers: the one asked for (start/end), else the product's whole span."""
-
-    start = serializers.DateTimeField(allow_null=True)
-    end = serializers.DateTimeField(allow_null=True)
-
-
-class HeatmapCoverage(serializers.Serializer):
-    """The data's real extent: start of the first and end of the last bin holding any value (null without data)."""
-
-    first = serializers.DateTimeField(allow_null=True)
-    last = serializers.DateTimeField(allow_null=True)
-
-
-class HeatmapSeparator(serializers.Serializer):
-    """A row where the pipeline stage (sort pp) or the dragonfly group (sort group) changes, the first row included."""
-
-    row = serializers.IntegerField(min_value=0)
-    label = serializers.CharField(help_text='"stage 3", "group 12"')
-
-
-class HeatmapShade(serializers.Serializer):
-    """A time span to shade (the warm-up before the steady state, only where there is data in it)."""
-
-    start = serializers.DateTimeField()
-    end = serializers.DateTimeField()
-    label = serializers.CharField()
+# Compact heatmaps (apps/core/heatmaps.py); the parts shared with the saturation heatmap are apps/core/api/heatmaps.py
 
 
 class CompactHeatmapRow(serializers.Serializer):
