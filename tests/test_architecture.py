@@ -70,3 +70,21 @@ def test_no_app_reaches_into_another_apps_views_or_api():
                     if not importer.startswith(f"apps.{owner}.") and importer != f"apps.{owner}":
                         reaching.append(f"{importer} -> {target}")
     assert reaching == []
+
+
+def test_each_app_readme_names_the_apps_it_depends_on():
+    """apps/<app>/README.md has a "Depends on" section naming (as `app` or `app.module`) every other app the app imports."""
+    import grimp
+
+    graph = grimp.build_graph("apps", cache_dir=None)
+    apps = sorted(path.parent.name for path in (ROOT / "apps").glob("*/apps.py"))
+    missing = []
+    for app in apps:
+        readme = (ROOT / "apps" / app / "README.md").read_text()
+        assert "## Depends on" in readme, f"apps/{app}/README.md has no Depends on section"
+        section = readme.split("## Depends on", 1)[1].split("\n## ", 1)[0]
+        modules = {f"apps.{app}"} | graph.find_descendants(f"apps.{app}")
+        imported = {target.split(".")[1] for module in modules for target in graph.find_modules_directly_imported_by(module)
+                    if target.startswith("apps.") and target.count(".") >= 1}
+        missing += [f"{app} imports {other}" for other in sorted(imported - {app}) if not re.search(rf"`{other}[`.]", section)]
+    assert missing == []
