@@ -199,7 +199,19 @@ def test_downloads_as_csv_and_parquet(placed_job, api_client, make_user, tmp_pat
     assert api_client.get("/api/v1/jobs/alps/21/saturation/gpus.csv").status_code == 404
 
 
-def test_staff_edit_the_ceilings_and_the_next_scoring_uses_them(placed_job):
+@pytest.fixture
+def seeded_ceilings(db):
+    """The ceilings the data migration seeds. A transactional test that ran earlier on the same worker flushed
+    them (pytest-django empties every table after such a test), so a test that reads them puts them back."""
+    from importlib import import_module
+
+    from apps.saturation.models import GpuModelCeiling
+
+    for row in import_module("apps.saturation.migrations.0002_gpu_model_ceiling").SEED:
+        GpuModelCeiling.objects.get_or_create(name=row["name"], defaults=row)
+
+
+def test_staff_edit_the_ceilings_and_the_next_scoring_uses_them(seeded_ceilings, placed_job):
     from django.core.exceptions import ValidationError
 
     from apps.saturation.models import GpuModelCeiling
@@ -218,7 +230,7 @@ def test_staff_edit_the_ceilings_and_the_next_scoring_uses_them(placed_job):
     assert h100.matches == ("H100 80GB HBM3", "H100 SXM") and "c2c" not in h100.link_peaks
 
 
-def test_the_admin_lists_the_ceilings_for_staff(placed_job, client, make_user):
+def test_the_admin_lists_the_ceilings_for_staff(seeded_ceilings, placed_job, client, make_user):
     staff = make_user("ops", is_staff=True)
     staff.is_superuser = True
     staff.save()
