@@ -50,6 +50,9 @@ class JobTable(FilterSetOrderedTable):
     def __init__(self, jobs: list, *, columns: list[JobColumn] = (), **kwargs):
         values = job_column_values(columns, [job.pk for job in jobs])
         extra = [(column.key, RegisteredColumn(column, values[column.key])) for column in columns]
+        # The registered columns (the saturation score: the verdict) come right after the state, where a narrow
+        # screen still shows them; the times follow.
+        kwargs.setdefault("sequence", ("job", "name", "user", "account", "state", *(key for key, _ in extra), "..."))
         super().__init__(jobs, extra_columns=extra, **kwargs)
 
     def render_job(self, record):
