@@ -10,16 +10,17 @@ export BELVEDERE_BIND
 # Integration profile: PostgreSQL and Redis on this machine (.ci/run starts them).
 INTEGRATION_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/belvedere
 INTEGRATION_BROKER_URL ?= redis://127.0.0.1:6379/15
-# `make test` runs the suite in this many parallel processes (pytest-xdist; "auto": one per core).
-# Serially: make test TEST_WORKERS=0 (or PYTEST_ARGS="-n 0").
-TEST_WORKERS ?= 2
+# `make test` runs serially by default: on the 2-core CI machine two pytest-xdist processes took
+# longer than one (35.5 min against ~27), the tests' own workers, stacks and Chromium already fill
+# both cores. On a bigger machine: make test TEST_WORKERS=auto (one process per core) or TEST_WORKERS=4.
+TEST_WORKERS ?= 0
 
 .PHONY: help install run test test-integration bench clean
 
 help:
 	@echo "make run               set up and start the portal (web + worker + beat) on http://$(BELVEDERE_BIND)/"
 	@echo "make test              set up and run the whole test suite (SQLite, filesystem broker, Chromium if installed),"
-	@echo "                       in $(TEST_WORKERS) parallel processes (TEST_WORKERS=0: serially)"
+	@echo "                       (serially; TEST_WORKERS=auto runs one pytest-xdist process per core)"
 	@echo "make test-integration  the suite against PostgreSQL and Redis ($(INTEGRATION_DATABASE_URL), $(INTEGRATION_BROKER_URL))"
 	@echo "make bench             run the benchmarks under bench/ and print their table"
 

@@ -25,35 +25,30 @@ def snapshot() -> dict:
 
 
 @pytest.mark.django_db
-def test_demo_is_reproducible_for_a_seed_and_differs_across_seeds():
+def test_demo_is_built_once_reproducible_for_a_seed_and_reset_keeps_what_is_not_demo_data(make_user):
+    """One story, three builds (a build takes most of a minute on a 2-core machine): built once, a second
+    run is a no-op; --reset rebuilds the same demo for the same seed without duplicates and without
+    touching what is not demo data; another seed gives another demo."""
+    make_user("real-person", accounts=["a-real"])
     run_demo("--seed", "7")
     first = snapshot()
+    counts = (get_user_model().objects.count(), Project.objects.count(), Membership.objects.count())
+
+    output = run_demo("--seed", "7")
+    assert "already loaded" in output
+    assert (get_user_model().objects.count(), Project.objects.count(), Membership.objects.count()) == counts
+
     run_demo("--reset", "--seed", "7")
     assert snapshot() == first
+    assert (get_user_model().objects.count(), Project.objects.count(), Membership.objects.count()) == counts
+    assert DemoState.objects.count() == 1
+    assert get_user_model().objects.filter(username="real-person").exists()
+    assert Project.objects.filter(slurm_account="a-real").exists()
+
     run_demo("--reset", "--seed", "8")
     assert snapshot()["memberships"] != first["memberships"]
     assert DemoState.objects.get().seed == 8
-
-
-@pytest.mark.django_db
-def test_demo_is_built_once_and_reset_rebuilds_without_duplicates():
-    run_demo()
-    counts = (get_user_model().objects.count(), Project.objects.count(), Membership.objects.count())
-    output = run_demo()
-    assert "already loaded" in output
-    assert (get_user_model().objects.count(), Project.objects.count(), Membership.objects.count()) == counts
-    run_demo("--reset")
-    assert (get_user_model().objects.count(), Project.objects.count(), Membership.objects.count()) == counts
-    assert DemoState.objects.count() == 1
-
-
-@pytest.mark.django_db
-def test_reset_keeps_what_is_not_demo_data(make_user):
-    make_user("real-person", accounts=["a-real"])
-    run_demo()
-    run_demo("--reset")
     assert get_user_model().objects.filter(username="real-person").exists()
-    assert Project.objects.filter(slurm_account="a-real").exists()
 
 
 @pytest.mark.django_db
