@@ -8,13 +8,16 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from apps.core import views as core_views
 from apps.core.api.views import ApiRootView
 
-API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", "vetting", "edf", "namespaces", "catalog"]
+API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", "vetting", "edf", "namespaces", "catalog", "system",
+            "reports", "triage", "notifications"]
+# Where an app's API sits when not under /api/v1/<app>/.
+API_PREFIXES = {"accounts": "", "ranks": "", "saturation": "", "telemetry": "", "triage": "staff/triage/"}
 
 api_v1 = [path("", ApiRootView.as_view(), name="api-root")]
 for _app in API_APPS:
     # accounts (me/, projects/), ranks, saturation and telemetry (jobs/<cluster>/<id>/...; telemetry's own
     # endpoints under telemetry/) sit at the top of /api/v1/.
-    _prefix = "" if _app in {"accounts", "ranks", "saturation", "telemetry"} else f"{_app}/"
+    _prefix = API_PREFIXES.get(_app, f"{_app}/")
     api_v1.append(path(_prefix, include(f"apps.{_app}.api.urls")))
 
 urlpatterns = [
@@ -26,6 +29,10 @@ urlpatterns = [
     path("edf/", include("apps.edf.urls")),
     path("namespaces/", include("apps.namespaces.urls")),
     path("catalog/", include("apps.catalog.urls")),
+    path("system/", include("apps.system.urls")),
+    path("reports/", include("apps.reports.urls")),
+    path("staff/triage/", include("apps.triage.urls")),
+    path("notifications/", include("apps.notifications.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),
     path("api/v1/", include(api_v1)),

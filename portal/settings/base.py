@@ -60,6 +60,10 @@ INSTALLED_APPS = [
     "apps.edf",
     "apps.namespaces",
     "apps.catalog",
+    "apps.system",
+    "apps.reports",
+    "apps.triage",
+    "apps.notifications",
 ]
 
 MIDDLEWARE = [
@@ -517,6 +521,33 @@ NAMESPACES_STATUS_SECONDS = env.int("NAMESPACES_STATUS_SECONDS", default=120)
 CELERY_BEAT_SCHEDULE["namespaces.refresh_statuses"] = {"task": "namespaces.refresh_statuses", "schedule": float(NAMESPACES_STATUS_SECONDS)}
 EMAIL_HOST = env("EMAIL_HOST", default="localhost")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+
+# ---------------------------------------------------------------------------------------------
+# The whole machine, staff triage, usage reports and notifications (apps/system, apps/triage,
+# apps/reports, apps/notifications)
+# ---------------------------------------------------------------------------------------------
+# A running job wastes its GPUs when its saturation score is under WASTE_SCORE_BELOW (0-100) or at least
+# WASTE_IDLE_SHARE of its GPUs are idle (apps/saturation/waste.py).
+WASTE_SCORE_BELOW = env.float("WASTE_SCORE_BELOW", default=30.0)
+WASTE_IDLE_SHARE = env.float("WASTE_IDLE_SHARE", default=0.25)
+# Beat rebuilds the staff triage inbox from its sources this often (seconds).
+TRIAGE_SYNC_SECONDS = env.int("TRIAGE_SYNC_SECONDS", default=120)
+CELERY_BEAT_SCHEDULE["triage.sync_inbox"] = {"task": "triage.sync_inbox", "schedule": float(TRIAGE_SYNC_SECONDS)}
+# Mail to a job's user (projects opt in): looked for this often; at most one mail per job and reason
+# within NOTIFY_RATE_LIMIT_HOURS. A straggler must persist NOTIFY_STRAGGLER_MINUTES before it is mailed.
+NOTIFY_SECONDS = env.int("NOTIFY_SECONDS", default=300)
+NOTIFY_RATE_LIMIT_HOURS = env.float("NOTIFY_RATE_LIMIT_HOURS", default=24.0)
+NOTIFY_STRAGGLER_MINUTES = env.int("NOTIFY_STRAGGLER_MINUTES", default=30)
+CELERY_BEAT_SCHEDULE["notifications.notify_running_jobs"] = {"task": "notifications.notify_running_jobs",
+                                                              "schedule": float(NOTIFY_SECONDS)}
+# The staff digest of the triage inbox: to these addresses (comma-separated; empty: no digest), this often.
+NOTIFY_STAFF_DIGEST_EMAILS = env.list("NOTIFY_STAFF_DIGEST_EMAILS", default=[])
+NOTIFY_STAFF_DIGEST_HOURS = env.float("NOTIFY_STAFF_DIGEST_HOURS", default=24.0)
+CELERY_BEAT_SCHEDULE["notifications.staff_digest"] = {"task": "notifications.staff_digest",
+                                                       "schedule": 3600.0 * NOTIFY_STAFF_DIGEST_HOURS}
+# How mail leaves: Django's SMTP backend to EMAIL_HOST:EMAIL_PORT by default; the embedded profile prints
+# mail on the console unless EMAIL_BACKEND is set.
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
 
 # ---------------------------------------------------------------------------------------------
 # Catalogue of data products (see apps/catalog/README.md)

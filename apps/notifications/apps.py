@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class NotificationsConfig(AppConfig):
+    name = "apps.notifications"
+    label = "notifications"
+    verbose_name = "Notifications"
