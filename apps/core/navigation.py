@@ -14,11 +14,13 @@ class NavItem:
 
 NAVIGATION = (
     NavItem("jobs", _("Jobs"), "jobs:index"),
+    NavItem("system", _("System"), "system:index"),
     NavItem("topology", _("Topology"), "topology:index"),
     NavItem("vetting", _("Vetting"), "vetting:index"),
     NavItem("edf", _("EDF"), "edf:index"),
     NavItem("namespaces", _("Namespaces"), "namespaces:index"),
     NavItem("catalog", _("Catalog"), "catalog:index"),
+    NavItem("reports", _("Reports"), "reports:index"),
     NavItem("staff", _("Staff"), "core:staff", staff_only=True),
     NavItem("api", _("API docs"), "api-docs"),
 )

@@ -1,5 +1,7 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+from django.views.generic import TemplateView
 
 app_name = "system"
 
-urlpatterns = []
+# Placeholder until the page lands (issue 19): the navigation needs the name.
+urlpatterns = [path("", TemplateView.as_view(template_name="core/capability.html"), name="index")]
