@@ -1,0 +1,71 @@
+"""Documentation-only response serializers of the reports API (drf-spectacular); never used to render."""
+from rest_framework import serializers
+
+
+class UsageMeasures(serializers.Serializer):
+    jobs = serializers.IntegerField(help_text="Jobs whose run overlaps the window.")
+    gpu_hours = serializers.FloatField(help_text="GPUs × hours of each job's run inside the window.")
+    mean_saturation = serializers.FloatField(allow_null=True, help_text="GPU-hour-weighted mean score (0-100) of the scored jobs.")
+    scored_share = serializers.FloatField(allow_null=True, help_text="Share of the GPU-hours with a score (0-1).")
+    idle_gpu_hours = serializers.FloatField()
+    gpu_hours_lost = serializers.FloatField(help_text="GPU-hours × (1 − S), idle GPUs whole; unknown loss not counted.")
+    lost_known_share = serializers.FloatField(allow_null=True, help_text="Share of the GPU-hours whose loss is known.")
+    energy_kwh = serializers.FloatField(allow_null=True, help_text="Energy inside the window; null when no job has a reading.")
+    energy_share = serializers.FloatField(allow_null=True, help_text="Share of the GPU-hours with an energy reading.")
+
+
+class UsageRow(UsageMeasures):
+    group_by = serializers.ChoiceField(choices=["project", "user", "partition"])
+    key = serializers.CharField(help_text="The project (Slurm account), user or partition.")
+
+
+class UsageWindow(serializers.Serializer):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    now = serializers.DateTimeField()
+
+
+class UsageBiggest(serializers.Serializer):
+    key = serializers.CharField()
+    gpu_hours_lost = serializers.FloatField()
+    share = serializers.FloatField(allow_null=True)
+
+
+class UsageJob(serializers.Serializer):
+    cluster = serializers.CharField()
+    job_id = serializers.IntegerField()
+    name = serializers.CharField()
+    user = serializers.CharField()
+    account = serializers.CharField()
+    partition = serializers.CharField()
+    gpus = serializers.IntegerField(allow_null=True)
+    score = serializers.FloatField(allow_null=True)
+    idle_gpus = serializers.IntegerField()
+    gpu_hours = serializers.FloatField()
+    gpu_hours_lost = serializers.FloatField()
+    running = serializers.BooleanField()
+    url = serializers.CharField(help_text="The job's page.")
+
+
+class UsageHistogram(serializers.Serializer):
+    edges = serializers.ListField(child=serializers.IntegerField(), help_text="Bin edges 0, 10, ..., 100.")
+    jobs = serializers.ListField(child=serializers.IntegerField(), help_text="Scored jobs per bin.")
+    gpu_hours = serializers.ListField(child=serializers.FloatField(), help_text="Their GPU-hours inside the window.")
+
+
+class UsageFilters(serializers.Serializer):
+    project = serializers.CharField()
+    user = serializers.CharField()
+    partition = serializers.CharField()
+
+
+class UsageResponse(serializers.Serializer):
+    window = UsageWindow()
+    group_by = serializers.CharField()
+    filters = UsageFilters()
+    totals = UsageMeasures()
+    rows = UsageRow(many=True)
+    biggest = UsageBiggest(allow_null=True)
+    top_jobs = UsageJob(many=True)
+    histogram = UsageHistogram()
+    downloads = serializers.DictField(child=serializers.CharField(), help_text="format -> URL of the same rows.")

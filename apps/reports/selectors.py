@@ -1,0 +1,73 @@
+"""Reads of the reports app: the jobs a person may report on, as the plain rows :mod:`apps.reports.usage` takes.
+
+Access is the jobs app's rule (:func:`apps.jobs.selectors.job_list_for_user`), never a second copy: staff see every
+job; everyone else the jobs of their projects (Slurm accounts they are a member of) and their own.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import Q, QuerySet
+from django.urls import reverse
+
+from apps.accounts.selectors import project_list_for_user, slurm_accounts_for_user
+from apps.jobs.models import Job
+from apps.jobs.selectors import job_list_for_user
+
+from .usage import JobRow, usage_report
+
+_FIELDS = ("cluster__name", "job_id", "name", "user_name", "account", "partition", "gpus", "start_time", "end_time",
+           "saturation__score", "saturation__idle_gpus", "saturation__per_gpu", "saturation__energy_j")
+
+
+def report_jobs_for_user(user, *, since: datetime, until: datetime, project: str | None = None,
+                         user_name: str | None = None, partition: str | None = None) -> QuerySet[Job]:
+    """The jobs ``user`` may see whose run overlaps ``[since, until)``, filtered by project (Slurm account),
+    user and partition."""
+    queryset = job_list_for_user(user).filter(start_time__isnull=False, start_time__lt=until).filter(
+        Q(end_time__isnull=True) | Q(end_time__gt=since))
+    if project:
+        queryset = queryset.filter(account=project)
+    if user_name:
+        queryset = queryset.filter(user_name=user_name)
+    if partition:
+        queryset = queryset.filter(partition=partition)
+    return queryset
+
+
+def report_rows(queryset: QuerySet[Job]) -> list[JobRow]:
+    """The jobs of ``queryset`` with their saturation result, in one query. A score counts once computed (a
+    re-scoring in progress keeps the previous one)."""
+    return [JobRow(cluster=row["cluster__name"], job_id=row["job_id"], name=row["name"], user=row["user_name"],
+                   account=row["account"], partition=row["partition"], gpus=row["gpus"], start=row["start_time"],
+                   end=row["end_time"], score=row["saturation__score"], idle_gpus=row["saturation__idle_gpus"] or 0,
+                   per_gpu=row["saturation__per_gpu"] or None, energy_j=row["saturation__energy_j"])
+            for row in queryset.order_by().values(*_FIELDS)]
+
+
+def report_project_known(user, project: str) -> bool:
+    """Whether ``user`` may report on the Slurm account ``project``: staff on any account a project or a job
+    names, everyone else on their projects only."""
+    if getattr(user, "is_staff", False):
+        return project_list_for_user(user).filter(slurm_account=project).exists() or Job.objects.filter(account=project).exists()
+    return project in slurm_accounts_for_user(user)
+
+
+def report_choices_for_user(user) -> dict[str, list[str]]:
+    """The projects and partitions offered by the page's filters (what ``user`` may report on)."""
+    projects = set(project_list_for_user(user).values_list("slurm_account", flat=True))
+    partitions = set(job_list_for_user(user).exclude(partition="").order_by().values_list("partition", flat=True).distinct())
+    return {"projects": sorted(p for p in projects if p), "partitions": sorted(partitions)}
+
+
+def usage_report_for_user(user, *, since: datetime, until: datetime, now: datetime, group_by: str = "project",
+                          project: str = "", user_name: str = "", partition: str = "") -> dict:
+    """The usage report (:func:`apps.reports.usage.usage_report`) of the jobs ``user`` may see, with the window,
+    the filters and each top job's page, in one query."""
+    jobs = report_jobs_for_user(user, since=since, until=until, project=project or None, user_name=user_name or None,
+                                partition=partition or None)
+    report = usage_report(report_rows(jobs), since=since, until=until, now=now, group_by=group_by)
+    for job in report["top_jobs"]:
+        job["url"] = reverse("jobs:detail", kwargs={"cluster": job["cluster"], "job_id": job["job_id"]})
+    return {"window": {"since": since, "until": until, "now": now}, "group_by": group_by,
+            "filters": {"project": project, "user": user_name, "partition": partition}, **report}

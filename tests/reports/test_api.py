@@ -1,0 +1,142 @@
+"""The usage report's API: shapes, who sees what, bad parameters, and downloads that read back as the JSON."""
+import csv
+import io
+from datetime import datetime, timedelta, timezone
+
+import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
+URL = "/api/v1/reports/usage/"
+
+
+@pytest.fixture
+def world(make_user):
+    """Two projects' jobs in the last days; alice is in a-llm01 only."""
+    from apps.jobs.models import Cluster, Job
+    from apps.saturation.models import JobSaturation
+
+    cluster = Cluster.objects.create(name="alps")
+
+    def job(job_id, account, user, gpus, hours_ago, hours, score=None, idle=0, partition="normal", energy=None):
+        start = NOW - timedelta(hours=hours_ago)
+        end = start + timedelta(hours=hours) if hours is not None else None
+        record = Job.objects.create(cluster=cluster, job_id=job_id, user_name=user, account=account, partition=partition,
+                                    state="COMPLETED" if end else "RUNNING", start_time=start, end_time=end, gpus=gpus,
+                                    name=f"job-{job_id}")
+        if score is not None or idle or energy is not None:
+            JobSaturation.objects.create(job=record, status="ready", score=score, idle_gpus=idle, energy_j=energy)
+        return record
+
+    job(1, "a-llm01", "alice", 8, hours_ago=10, hours=4, score=50.0, energy=3.6e6 * 4)  # 32 GPU-h, loses 16
+    job(2, "a-llm01", "carol", 4, hours_ago=6, hours=None, score=None, idle=4)  # running: 24 GPU-h, all idle
+    job(3, "a-bio06", "bob", 16, hours_ago=30, hours=2, score=90.0, partition="debug")  # 32 GPU-h, loses 3.2
+    job(4, "a-bio06", "bob", 4, hours_ago=24 * 9, hours=2, score=10.0)  # before the default 7-day window
+    alice = make_user("alice", accounts=["a-llm01"])
+    staff = make_user("root", is_staff=True)
+    make_user("bob", accounts=["a-bio06"])
+    return {"alice": alice, "staff": staff}
+
+
+def get(client, who, url=URL, **params):
+    client.force_authenticate(who)
+    return client.get(url, params)
+
+
+def test_a_researcher_sees_only_their_projects(api_client, world):
+    response = get(api_client, world["alice"])
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert [row["key"] for row in body["rows"]] == ["a-llm01"]
+    assert body["totals"]["gpu_hours"] == pytest.approx(32 + 24, rel=1e-3)
+    assert body["totals"]["gpu_hours_lost"] == pytest.approx(16 + 24, rel=1e-3)
+    assert body["totals"]["idle_gpu_hours"] == pytest.approx(24, rel=1e-3)
+    assert body["biggest"]["key"] == "a-llm01"
+    assert [job["job_id"] for job in body["top_jobs"]] == [2, 1]
+    assert body["top_jobs"][0]["url"] == "/jobs/alps/2/"
+    assert sum(body["histogram"]["jobs"]) == 1
+    other = get(api_client, world["alice"], project="a-bio06")
+    assert other.status_code == 404 and "a-bio06" in other.json()["detail"]
+    assert get(api_client, world["alice"], user="bob").json()["rows"] == []
+
+
+def test_staff_see_every_project_and_can_group_by_user(api_client, world):
+    body = get(api_client, world["staff"]).json()
+    assert {row["key"]: round(row["gpu_hours"], 2) for row in body["rows"]} == {"a-llm01": 56.0, "a-bio06": 32.0}
+    by_user = get(api_client, world["staff"], group_by="user", project="a-bio06").json()
+    assert [(row["key"], row["jobs"]) for row in by_user["rows"]] == [("bob", 1)]  # job 4 is outside the window
+    wide = get(api_client, world["staff"], project="a-bio06", since=(NOW - timedelta(days=10)).isoformat()).json()
+    assert wide["totals"]["jobs"] == 2
+    partition = get(api_client, world["staff"], group_by="partition", partition="debug").json()
+    assert [row["key"] for row in partition["rows"]] == ["debug"]
+
+
+def test_the_window_clips_jobs(api_client, world):
+    since = (NOW - timedelta(hours=8)).isoformat()
+    until = (NOW - timedelta(hours=5)).isoformat()
+    body = get(api_client, world["alice"], since=since, until=until).json()
+    # job 1 ran 10 h ago to 6 h ago: 2 h inside (8 GPUs); job 2 started 6 h ago: 1 h inside (4 GPUs)
+    assert body["totals"]["gpu_hours"] == pytest.approx(8 * 2 + 4 * 1)
+    assert body["window"]["since"].startswith(since[:19])
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"since": "yesterday"}, "since"),
+    ({"until": "2026-13-40"}, "until"),
+    ({"since": "2026-11-02T00:00:00Z", "until": "2026-11-01T00:00:00Z"}, "since"),
+    ({"since": "2026-11-01T00:00:00Z", "until": "2026-11-01T00:00:00Z"}, "since"),
+    ({"since": "0001-01-01T00:00:00Z"}, "since"),
+    ({"until": "9999-12-31T23:59:59Z"}, "until"),
+    ({"since": "2020-01-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, "since"),
+    ({"group_by": "colour"}, "group_by"),
+    ({"project": "x" * 65}, "project"),
+])
+def test_bad_parameters_are_400_with_the_parameter_named(api_client, world, params, field):
+    response = get(api_client, world["alice"], **params)
+    assert response.status_code == 400, response.content
+    assert field in {item["field"] for item in response.json()["errors"]}
+
+
+def test_anonymous_is_refused(api_client, world):
+    assert api_client.get(URL).status_code in (401, 403)
+
+
+@pytest.mark.parametrize("group_by", ["project", "user"])
+def test_downloads_read_back_as_the_json(api_client, world, group_by):
+    body = get(api_client, world["staff"], group_by=group_by).json()
+    assert set(body["downloads"]) == {"csv", "parquet"}
+    rows = body["rows"]
+    columns = ["group_by", "key", "jobs", "gpu_hours", "mean_saturation", "scored_share", "idle_gpu_hours",
+               "gpu_hours_lost", "lost_known_share", "energy_kwh", "energy_share"]
+
+    response = api_client.get(body["downloads"]["csv"])
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    parsed = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert len(parsed) == len(rows) and list(parsed[0]) == columns
+    for got, want in zip(parsed, rows):
+        for column in columns:
+            if want[column] is None:
+                assert got[column] == ""
+            elif isinstance(want[column], str):
+                assert got[column] == want[column]
+            else:
+                assert float(got[column]) == pytest.approx(want[column])
+
+    response = api_client.get(body["downloads"]["parquet"])
+    assert response.status_code == 200
+    table = pq.read_table(io.BytesIO(response.content)).to_pylist()
+    assert len(table) == len(rows)
+    for got, want in zip(table, rows):
+        assert list(got) == columns
+        for column in columns:
+            if want[column] is None or isinstance(want[column], str):
+                assert got[column] == want[column]
+            else:
+                assert got[column] == pytest.approx(want[column])
+
+
+def test_a_download_in_another_format_is_404(api_client, world):
+    assert get(api_client, world["staff"], url="/api/v1/reports/usage.xlsx").status_code == 404
+    assert get(api_client, world["alice"], url="/api/v1/reports/usage.csv", since="nope").status_code == 400
