@@ -1,6 +1,8 @@
 """REST endpoints of the system app, mounted under /api/v1/system/."""
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "system-api"
 
-urlpatterns = []
+urlpatterns = [path("overview/", views.OverviewView.as_view(), name="overview")]

@@ -1,0 +1,102 @@
+"""Documentation-only response serializers of the system API (OpenAPI schema); never used to render."""
+from rest_framework import serializers
+
+
+class LoadRow(serializers.Serializer):
+    """Load on one dragonfly group or switch from the running jobs there."""
+
+    group = serializers.IntegerField(allow_null=True)
+    switch = serializers.CharField(required=False, help_text="group.switch, e.g. 3.12 (switch rows only).")
+    jobs = serializers.IntegerField(min_value=0)
+    nodes = serializers.IntegerField(min_value=0, help_text="Allocated nodes there.")
+    gpus = serializers.FloatField(min_value=0, help_text="GPUs the running jobs hold there (a node's GPUs spread over its NICs' switches).")
+    scored_gpus = serializers.FloatField(min_value=0)
+    mean_s = serializers.FloatField(allow_null=True, help_text="GPU-weighted mean saturation score (0-100) of the scored jobs there.")
+    idle_gpus = serializers.IntegerField(min_value=0)
+    network = serializers.JSONField(allow_null=True, help_text="Always null: no network counters are ingested yet.")
+
+
+class RunningJob(serializers.Serializer):
+    """A running job. ``cluster``, ``job_id``, ``name``, ``user``, ``account`` and ``url`` are null for a job the
+    caller may not see (``visible`` false, ``label`` "another project's job")."""
+
+    index = serializers.IntegerField(min_value=0)
+    visible = serializers.BooleanField()
+    cluster = serializers.CharField(allow_null=True)
+    job_id = serializers.CharField(allow_null=True)
+    name = serializers.CharField(allow_null=True, allow_blank=True)
+    user = serializers.CharField(allow_null=True, allow_blank=True)
+    account = serializers.CharField(allow_null=True, allow_blank=True)
+    url = serializers.CharField(allow_null=True)
+    label = serializers.CharField()
+    gpus = serializers.IntegerField(min_value=0)
+    nodes = serializers.IntegerField(min_value=0)
+    score = serializers.FloatField(allow_null=True, help_text="0-100, the steady-state mean S; null when not scored.")
+    compute = serializers.FloatField(allow_null=True, help_text="Compute saturation, 0-100.")
+    memory = serializers.FloatField(allow_null=True, help_text="Memory saturation, 0-100.")
+    limiter = serializers.CharField(allow_null=True)
+    idle_gpus = serializers.IntegerField(min_value=0)
+    stragglers = serializers.IntegerField(min_value=0, help_text="Straggler findings.")
+    hours = serializers.FloatField(min_value=0)
+    gpu_hours_lost_per_hour = serializers.FloatField(min_value=0)
+    groups = serializers.ListField(child=serializers.IntegerField())
+    switches = serializers.ListField(child=serializers.CharField())
+
+
+class Totals(serializers.Serializer):
+    running_jobs = serializers.IntegerField(min_value=0)
+    scored_jobs = serializers.IntegerField(min_value=0)
+    unscored_jobs = serializers.IntegerField(min_value=0)
+    allocated_gpus = serializers.IntegerField(min_value=0)
+    allocated_nodes = serializers.IntegerField(min_value=0)
+    idle_gpus = serializers.IntegerField(min_value=0, help_text="Allocated GPUs busy under 5 % of the time.")
+    scored_gpus = serializers.IntegerField(min_value=0)
+    mean_s = serializers.FloatField(allow_null=True, help_text="GPU-weighted mean S of the scored running jobs.")
+    gpu_hours_lost_per_hour = serializers.FloatField(min_value=0)
+    gpus_of_unknown_loss = serializers.IntegerField(min_value=0, help_text="GPUs without a score: their loss is unknown, not counted.")
+
+
+class Coverage(serializers.Serializer):
+    running_jobs = serializers.IntegerField(min_value=0)
+    scored_jobs = serializers.IntegerField(min_value=0)
+    newest_score = serializers.DateTimeField(allow_null=True)
+    note = serializers.CharField()
+
+
+class HistogramBin(serializers.Serializer):
+    bin = serializers.CharField(help_text="0-10 ... 90-100 (saturation points; 100 in the top bin), or unscored.")
+    gpu_hours = serializers.FloatField(min_value=0)
+
+
+class Histogram(serializers.Serializer):
+    window = serializers.CharField()
+    jobs = serializers.IntegerField(min_value=0)
+    gpu_hours = serializers.FloatField(min_value=0)
+    bins = HistogramBin(many=True)
+
+
+class Histograms(serializers.Serializer):
+    _24h = Histogram(source="24h")
+    _7d = Histogram(source="7d")
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["24h"] = fields.pop("_24h")
+        fields["7d"] = fields.pop("_7d")
+        return fields
+
+
+class SystemOverviewResponse(serializers.Serializer):
+    """The whole machine now: running jobs, load per group and switch, totals, the saturation histogram."""
+
+    generated = serializers.DateTimeField()
+    cluster = serializers.CharField(allow_null=True)
+    totals = Totals()
+    coverage = Coverage()
+    jobs = RunningJob(many=True)
+    groups = LoadRow(many=True)
+    switches = LoadRow(many=True)
+    network = serializers.JSONField(allow_null=True)
+    network_note = serializers.CharField()
+    histogram = Histograms()
+    histogram_note = serializers.CharField()

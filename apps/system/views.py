@@ -1,0 +1,29 @@
+"""The system page: the verdict on the whole machine first (server-rendered), the figures as JSON after
+first paint (``system:data``)."""
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import JsonResponse
+from django.views.generic import TemplateView
+
+from .selectors import system_map, system_overview
+
+DATA_KEYS = ("generated", "totals", "coverage", "jobs", "groups", "switches", "histogram", "map")
+
+
+class SystemView(LoginRequiredMixin, TemplateView):
+    template_name = "system/index.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        answer = system_overview(self.request.user)
+        context.update({key: answer[key] for key in ("generated", "totals", "coverage", "worst_jobs", "groups",
+                                                     "network_note", "histogram_note")})
+        return context
+
+
+def system_data(request):
+    """The page's figures: the node map (compact arrays), running jobs as the viewer may see them, load, histogram."""
+    if not request.user.is_authenticated:
+        return JsonResponse({"detail": "sign in to see the system"}, status=403)
+    answer = system_map(request.user)
+    return JsonResponse({key: answer[key] for key in DATA_KEYS}, encoder=DjangoJSONEncoder)
