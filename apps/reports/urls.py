@@ -1,7 +1,7 @@
 from django.urls import path
-from django.views.generic import TemplateView
+
+from . import views
 
 app_name = "reports"
 
-# Placeholder until the page lands (issue 19): the navigation needs the name.
-urlpatterns = [path("", TemplateView.as_view(template_name="core/capability.html"), name="index")]
+urlpatterns = [path("", views.ReportView.as_view(), name="index")]
