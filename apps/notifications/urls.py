@@ -1,5 +1,9 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from . import views
 
 app_name = "notifications"
 
-urlpatterns = []
+urlpatterns = [
+    path("", views.NotificationsIndexView.as_view(), name="index"),
+]

@@ -1,0 +1,134 @@
+"""Reads of the notifications app, with its access rules (here, once):
+
+* a project's opt-ins are seen by its members and staff; anyone else is told the project does not exist (404);
+* they are switched by the project's managers (``Membership.role == manager``) and staff: the mails go to every
+  member's jobs, so it is a decision for the project, not for each member;
+* the mails listed are those about jobs the user may see (``apps.jobs.selectors.job_list_for_user``).
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.urls import reverse
+
+from apps.accounts.choices import MembershipRoleChoices
+from apps.accounts.models import Membership, Project
+from apps.accounts.selectors import project_list_for_user
+from apps.jobs.choices import JobStateChoices
+from apps.jobs.models import Job
+from apps.jobs.selectors import job_list_for_user
+from apps.saturation.models import JobSaturation
+from apps.saturation.waste import gpu_hours_lost, is_wasteful
+
+from .messages import DigestItem
+from .models import NotificationSent, ProjectNotifications
+
+
+def project_get_for_user(user, account: str) -> Project | None:
+    """The project of Slurm account ``account`` when ``user`` may see it (member or staff), else None."""
+    return project_list_for_user(user).filter(slurm_account=account).first()
+
+
+def project_notifications_get(project: Project) -> ProjectNotifications:
+    """The project's opt-ins; an unsaved row with everything off when it never switched any."""
+    found = ProjectNotifications.objects.filter(project=project).first()
+    return found or ProjectNotifications(project=project)
+
+
+def project_notifications_may_change(user, project: Project) -> bool:
+    if not getattr(user, "is_authenticated", False) or getattr(user, "pk", None) is None:
+        return False
+    if user.is_staff:
+        return True
+    return Membership.objects.filter(user=user, project=project, role=MembershipRoleChoices.ROLE_MANAGER).exists()
+
+
+def project_managers(project: Project) -> list[str]:
+    return list(Membership.objects.filter(project=project, role=MembershipRoleChoices.ROLE_MANAGER)
+                .order_by("user__username").values_list("user__username", flat=True))
+
+
+def project_notifications_for_user(user) -> list[dict]:
+    """Every project ``user`` sees, with its opt-ins, its managers and whether ``user`` may switch them."""
+    projects = list(project_list_for_user(user).order_by("slurm_account"))
+    rows = {row.project_id: row for row in ProjectNotifications.objects.filter(project__in=[p.pk for p in projects])}
+    managers: dict[int, list[str]] = {}
+    managed: set[int] = set()
+    for membership in Membership.objects.filter(project__in=[p.pk for p in projects], role=MembershipRoleChoices.ROLE_MANAGER
+                                                ).select_related("user").order_by("user__username"):
+        managers.setdefault(membership.project_id, []).append(membership.user.get_username())
+        if membership.user_id == user.pk:
+            managed.add(membership.project_id)
+    return [{"project": project, "settings": rows.get(project.pk) or ProjectNotifications(project=project),
+             "managers": managers.get(project.pk, []), "may_change": bool(user.is_staff) or project.pk in managed}
+            for project in projects]
+
+
+def notifications_sent_for_user(user, limit: int = 50) -> QuerySet[NotificationSent]:
+    """The latest mails about jobs ``user`` may see."""
+    jobs = job_list_for_user(user)
+    queryset = NotificationSent.objects.select_related("job", "job__cluster")
+    if not user.is_staff:
+        queryset = queryset.filter(job__in=jobs.values("pk"))
+    return queryset.order_by("-sent_at", "-pk")[:limit]
+
+
+def job_link(job: Job) -> str:
+    return settings.SITE_URL.rstrip("/") + reverse("jobs:detail", kwargs={"cluster": job.cluster.name, "job_id": job.job_id})
+
+
+def running_records(accounts: list[str] | None = None) -> list[tuple[Job, JobSaturation | None]]:
+    """Running jobs (of ``accounts`` when given) with their saturation record (None when never scored)."""
+    jobs = Job.objects.filter(state=JobStateChoices.RUNNING).select_related("cluster").order_by("pk")
+    if accounts is not None:
+        jobs = jobs.filter(account__in=accounts)
+    jobs = list(jobs)
+    records = {record.job_id: record for record in JobSaturation.objects.filter(job__in=[job.pk for job in jobs])}
+    return [(job, records.get(job.pk)) for job in jobs]
+
+
+def job_gpus(job: Job, record: JobSaturation | None) -> int:
+    return int(job.gpus or (len(record.per_gpu) if record is not None and record.per_gpu else 0))
+
+
+def job_hours(job: Job, now: datetime) -> float:
+    window = job.run_window(now)
+    return 0.0 if window is None else max(0.0, (window[1] - window[0]).total_seconds() / 3600.0)
+
+
+def job_is_wasteful(job: Job, record: JobSaturation | None) -> bool:
+    if record is None or record.computed is None:
+        return False
+    return is_wasteful(score=record.score, gpus=job_gpus(job, record), idle_gpus=record.idle_gpus or 0,
+                       score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE)
+
+
+def job_waste(job: Job, record: JobSaturation, now: datetime):
+    return gpu_hours_lost(job_hours(job, now), job_gpus(job, record), score=record.score, idle_gpus=record.idle_gpus or 0,
+                          per_gpu=record.per_gpu or None)
+
+
+def digest_items(now: datetime) -> list[DigestItem]:
+    """What the staff digest lists: the triage inbox's open items.
+
+    Stand-in until ``apps.triage.selectors`` exists: the wasteful running jobs (all projects, opted in or not)
+    with their GPU-hours lost, and the running jobs' stragglers. Point this at the triage inbox when it lands:
+    it must return ``DigestItem``s (kind, title, url, owner, state, lost_gpu_hours), open items first.
+    """
+    items: list[DigestItem] = []
+    for job, record in running_records():
+        if record is None:
+            continue
+        label = f"{job.cluster.name}/{job.display_id}" + (f" {job.name[:40]}" if job.name else "")
+        if job_is_wasteful(job, record):
+            waste = job_waste(job, record, now)
+            score = f"S {record.score:.0f}" if record.score is not None else "no score"
+            items.append(DigestItem(kind="wasteful_job", title=f"{label} ({job.user_name}, {job_gpus(job, record)} GPUs, {score}, "
+                                                               f"{record.idle_gpus or 0} idle)",
+                                    url=job_link(job), owner=job.user_name, lost_gpu_hours=round(waste.lost, 1)))
+        for finding in record.stragglers or []:
+            items.append(DigestItem(kind="straggler", title=f"{label}: {finding.get('reason') or finding.get('host') or '?'}",
+                                    url=job_link(job) + "#stragglers", owner=job.user_name))
+    return items

@@ -1,0 +1,225 @@
+"""Writes of the notifications app: switching a project's opt-ins, mailing the users of wasteful or straggling
+running jobs, and the staff digest.
+
+The rate limit, and why two workers still send one mail: before a mail leaves, :func:`notification_claim` writes
+its ``NotificationSent`` row in a transaction that first locks the job's row (``SELECT ... FOR UPDATE`` on
+PostgreSQL; on SQLite every transaction is ``IMMEDIATE`` and holds the database's write lock, see
+``portal.settings.base.tune_sqlite``) and then looks for a row of the same job and reason inside the last
+``NOTIFY_RATE_LIMIT_HOURS``. The second worker waits for the first one's commit, finds its row and sends nothing.
+When the mail server refuses the mail, the row turns ``failed`` and stops counting, so the next run tries again;
+a worker killed between the claim and the send leaves ``sending``, which counts (at most once rather than twice).
+
+When a straggler has persisted: a finding of the job's saturation record (``JobSaturation.stragglers``) is
+mailed once it has lasted ``NOTIFY_STRAGGLER_MINUTES``, by the longer of two measures: the detector's own
+``duration_s`` (how long the telemetry shows it lagging), and how long this app's sweeps have found it without a
+break (``StragglerSighting.first_seen``: set by the first sweep that finds it, the row deleted by the first sweep
+that no longer does).
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import EmailMessage
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from apps.accounts.models import Project
+from apps.jobs.choices import JobStateChoices
+from apps.jobs.models import Job
+from apps.saturation.choices import JobSaturationStatusChoices
+
+from . import messages
+from .choices import NotificationSentReasonChoices as Reason
+from .choices import NotificationSentStatusChoices as Status
+from .choices import StaffDigestStatusChoices
+from .models import COUNTING_STATUSES, NotificationSent, ProjectNotifications, StaffDigest, StragglerSighting
+from .selectors import digest_items, job_gpus, job_hours, job_is_wasteful, job_link, job_waste, running_records
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# Opt-ins
+
+
+def project_notifications_update(project: Project, *, actor: str, waste: bool | None = None,
+                                 straggler: bool | None = None) -> ProjectNotifications:
+    """Switch a project's opt-ins (None leaves one as it is)."""
+    with transaction.atomic():
+        row, _ = ProjectNotifications.objects.select_for_update().get_or_create(project=project)
+        if waste is not None:
+            row.waste = waste
+        if straggler is not None:
+            row.straggler = straggler
+        row.changed_by = actor[:150]
+        row.save()
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+# Mail to a job's user
+
+
+def thresholds() -> messages.Thresholds:
+    return messages.Thresholds(score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE,
+                               rate_limit_hours=settings.NOTIFY_RATE_LIMIT_HOURS,
+                               straggler_minutes=float(settings.NOTIFY_STRAGGLER_MINUTES))
+
+
+def notification_claim(job: Job, reason: str, *, now: datetime, user_name: str, recipient: str, subject: str,
+                       status: str = Status.STATUS_SENDING, detail: str = "") -> NotificationSent | None:
+    """Record the mail about to be sent, or None when one of this job and reason counts inside the rate limit."""
+    since = now - timedelta(hours=settings.NOTIFY_RATE_LIMIT_HOURS)
+    with transaction.atomic():
+        list(Job.objects.select_for_update().filter(pk=job.pk).values_list("pk", flat=True))
+        if NotificationSent.objects.filter(job=job, reason=reason, status__in=COUNTING_STATUSES, sent_at__gt=since).exists():
+            return None
+        return NotificationSent.objects.create(job=job, reason=reason, status=status, recipient=recipient[:254],
+                                               user_name=user_name[:64], sent_at=now, subject=subject[:300], detail=detail[:500])
+
+
+def _facts(job: Job, record, now: datetime) -> messages.JobFacts:
+    return messages.JobFacts(cluster=job.cluster.name, job_id=job.display_id, name=job.name, user_name=job.user_name,
+                             account=job.account, link=job_link(job), gpus=job_gpus(job, record), hours=job_hours(job, now),
+                             score=record.score, idle_gpus=record.idle_gpus or 0, limiter=record.limiter or "",
+                             settings_link=settings.SITE_URL.rstrip("/") + reverse("notifications:index"))
+
+
+def straggler_key(finding: dict) -> str:
+    parts = [finding.get(name) for name in ("level", "host", "gpu", "switch", "group")]
+    return ":".join("" if part is None else str(part) for part in parts)[:300]
+
+
+def stragglers_sighted(job_records: list, now: datetime) -> dict[int, list[messages.Lasting]]:
+    """Update the sightings of the given jobs' stragglers and return, per job pk, every finding with how long it lasted.
+
+    Sightings of jobs that no longer run are deleted."""
+    StragglerSighting.objects.exclude(job__state=JobStateChoices.RUNNING).delete()
+    pks = [job.pk for job, _ in job_records]
+    known: dict[tuple[int, str], StragglerSighting] = {
+        (row.job_id, row.key): row for row in StragglerSighting.objects.filter(job__in=pks)}
+    seen: set[tuple[int, str]] = set()
+    out: dict[int, list[messages.Lasting]] = {}
+    for job, record in job_records:
+        for finding in (record.stragglers if record is not None else None) or []:
+            key = (job.pk, straggler_key(finding))
+            if key in seen:
+                continue
+            seen.add(key)
+            row = known.get(key)
+            if row is None:
+                row = StragglerSighting.objects.create(job=job, key=key[1], first_seen=now, last_seen=now, finding=finding)
+            else:
+                row.last_seen, row.finding = max(now, row.last_seen), finding
+                row.save(update_fields=["last_seen", "finding"])
+            measured = float(finding.get("duration_s") or 0.0) / 3600.0
+            swept = max(0.0, (now - row.first_seen).total_seconds() / 3600.0)
+            out.setdefault(job.pk, []).append(messages.Lasting(finding=finding, hours=max(measured, swept)))
+    gone = [row.pk for key, row in known.items() if key not in seen]
+    if gone:
+        StragglerSighting.objects.filter(pk__in=gone).delete()
+    return out
+
+
+def _send(row: NotificationSent, message: messages.Message) -> str:
+    try:
+        EmailMessage(message.subject, message.body, settings.DEFAULT_FROM_EMAIL, [row.recipient]).send()
+    except Exception as exc:  # noqa: BLE001 - any refusal of the mail server: recorded, retried by the next run
+        log.warning("notification %s to %s failed: %s", row.pk, row.recipient, exc)
+        row.status, row.detail = Status.STATUS_FAILED, f"{type(exc).__name__}: {exc}"[:500]
+    else:
+        row.status = Status.STATUS_SENT
+    row.save(update_fields=["status", "detail"])
+    return row.status
+
+
+def notify_running_jobs(now: datetime | None = None, progress=None) -> dict:
+    """Mail the users of the opted-in projects' running jobs that waste GPUs or have a persistent straggler.
+
+    Returns counts: ``jobs`` looked at, ``sent``, ``skipped`` (no address), ``failed``, ``rate_limited``.
+    ``progress(done, total)`` is called as jobs are done (the task's TaskRun)."""
+    now = now or timezone.now()
+    opted = {row.project.slurm_account: row for row in
+             ProjectNotifications.objects.filter(Q(waste=True) | Q(straggler=True)).select_related("project")}
+    counts = {"jobs": 0, "sent": 0, "skipped": 0, "failed": 0, "rate_limited": 0}
+    if not opted:
+        StragglerSighting.objects.all().delete()
+        return counts
+    job_records = running_records(list(opted))
+    counts["jobs"] = len(job_records)
+    ready = [(job, record) for job, record in job_records
+             if record is not None and record.status == JobSaturationStatusChoices.STATUS_READY and record.computed is not None]
+    lasting = stragglers_sighted([(job, record) for job, record in ready if opted[job.account].straggler], now)
+    limits = thresholds()
+    wanted: list[tuple[Job, str, messages.Message]] = []
+    for job, record in ready:
+        choice = opted[job.account]
+        if choice.waste and job_is_wasteful(job, record):
+            wanted.append((job, Reason.REASON_WASTEFUL,
+                           messages.wasteful_message(_facts(job, record, now), job_waste(job, record, now), limits)))
+        persisted = [item for item in lasting.get(job.pk, []) if item.hours * 60.0 >= limits.straggler_minutes]
+        if choice.straggler and persisted:
+            persisted.sort(key=lambda item: -item.hours)
+            wanted.append((job, Reason.REASON_STRAGGLER, messages.straggler_message(_facts(job, record, now), persisted, limits)))
+    users = get_user_model().objects.filter(**{f"{get_user_model().USERNAME_FIELD}__in": {job.user_name for job, _, _ in wanted}})
+    emails = {user.get_username(): (user.email or "").strip() for user in users}
+    for done, (job, reason, message) in enumerate(wanted, 1):
+        email = emails.get(job.user_name, "")
+        why = "" if email else ("the job's user has no portal account" if job.user_name not in emails
+                                else "the job's user has no e-mail address")
+        row = notification_claim(job, reason, now=now, user_name=job.user_name, recipient=email, subject=message.subject,
+                                 status=Status.STATUS_SENDING if email else Status.STATUS_SKIPPED, detail=why)
+        if row is None:
+            counts["rate_limited"] += 1
+        elif not email:
+            log.info("notification for job %s (%s) skipped: %s", job, reason, why)
+            counts["skipped"] += 1
+        else:
+            counts["sent" if _send(row, message) == Status.STATUS_SENT else "failed"] += 1
+        if progress is not None:
+            progress(done, len(wanted))
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Staff digest
+
+TRIAGE_INBOX_PATH = "/staff/triage/"  # the triage app's inbox (a stable browser path)
+
+
+def staff_digest(now: datetime | None = None) -> dict:
+    """Mail NOTIFY_STAFF_DIGEST_EMAILS a digest of the triage inbox, once per NOTIFY_STAFF_DIGEST_HOURS period
+    (a second call in the same period sends nothing, unless the first one's mail failed)."""
+    now = now or timezone.now()
+    recipients = [address for address in settings.NOTIFY_STAFF_DIGEST_EMAILS if address]
+    if not recipients:
+        return {"status": "off", "reason": "NOTIFY_STAFF_DIGEST_EMAILS is empty"}
+    period = max(60.0, 3600.0 * float(settings.NOTIFY_STAFF_DIGEST_HOURS))
+    slot = int(now.timestamp() // period)
+    try:
+        with transaction.atomic():
+            digest = StaffDigest.objects.create(slot=slot, sent_at=now, recipients=recipients)
+    except IntegrityError:
+        retried = StaffDigest.objects.filter(slot=slot, status=StaffDigestStatusChoices.STATUS_FAILED).update(
+            status=StaffDigestStatusChoices.STATUS_SENDING, sent_at=now, recipients=recipients)
+        if not retried:
+            return {"status": "already sent", "slot": slot}
+        digest = StaffDigest.objects.get(slot=slot)
+    items = digest_items(now)
+    message = messages.digest_message(items, inbox_link=settings.SITE_URL.rstrip("/") + TRIAGE_INBOX_PATH,
+                                      period_hours=period / 3600.0, when=f"{now:%Y-%m-%d %H:%M} UTC")
+    digest.subject, digest.items = message.subject[:300], len(items)
+    try:
+        EmailMessage(message.subject, message.body, settings.DEFAULT_FROM_EMAIL, recipients).send()
+    except Exception as exc:  # noqa: BLE001
+        log.warning("staff digest %s failed: %s", slot, exc)
+        digest.status, digest.detail = StaffDigestStatusChoices.STATUS_FAILED, f"{type(exc).__name__}: {exc}"[:500]
+    else:
+        digest.status, digest.detail = StaffDigestStatusChoices.STATUS_SENT, ""
+    digest.save(update_fields=["subject", "items", "status", "detail"])
+    return {"status": digest.status, "slot": slot, "items": len(items)}

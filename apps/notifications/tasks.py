@@ -1,0 +1,55 @@
+"""Celery tasks of the notifications app (beat runs both; see CELERY_BEAT_SCHEDULE).
+
+Both are idempotent: a redelivered message finds the mails it already sent in ``NotificationSent`` (inside the
+rate limit) or the digest's period taken in ``StaffDigest``, and sends nothing twice."""
+from celery import shared_task
+from django.utils.dateparse import parse_datetime
+
+from apps.core.tasks import IDEMPOTENT, task_run_begin
+
+
+def _when(now: str | None):
+    """The optional ``now`` (ISO 8601, for tests and replays); a bad one is refused, never guessed."""
+    if not now:
+        return None
+    parsed = parse_datetime(now)
+    if parsed is None or parsed.tzinfo is None:
+        raise ValueError(f"now must be an ISO 8601 time with its zone, not {now!r}")
+    return parsed
+
+
+@shared_task(name="notifications.notify_running_jobs", bind=True, **IDEMPOTENT)
+def notify_running_jobs_task(self, now: str | None = None) -> dict:
+    """Mail the users of opted-in projects' wasteful or straggling running jobs (beat, every NOTIFY_SECONDS)."""
+    from .services import notify_running_jobs
+
+    run = task_run_begin(self, "notifications.notify_running_jobs", "running jobs of opted-in projects", "looking")
+    if run is None:
+        return {"status": "skipped"}
+    try:
+        counts = notify_running_jobs(_when(now), progress=lambda done, total: run.report(done, "mailing", total=total))
+    except Exception as exc:
+        run.finish(error=str(exc)[:400])
+        raise
+    run.report(run.done or 0, f"{counts['sent']} sent, {counts['skipped']} skipped, {counts['failed']} failed, "
+                              f"{counts['rate_limited']} within the rate limit, of {counts['jobs']} running jobs")
+    run.finish()
+    return counts
+
+
+@shared_task(name="notifications.staff_digest", bind=True, **IDEMPOTENT)
+def staff_digest_task(self, now: str | None = None) -> dict:
+    """The staff digest of the triage inbox (beat, every NOTIFY_STAFF_DIGEST_HOURS)."""
+    from .services import staff_digest
+
+    run = task_run_begin(self, "notifications.staff_digest", "staff digest", "writing", total=1)
+    if run is None:
+        return {"status": "skipped"}
+    try:
+        outcome = staff_digest(_when(now))
+    except Exception as exc:
+        run.finish(error=str(exc)[:400])
+        raise
+    run.report(1, f"{outcome['status']}" + (f", {outcome['items']} items" if "items" in outcome else ""))
+    run.finish()
+    return outcome
