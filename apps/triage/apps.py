@@ -5,3 +5,8 @@ class TriageConfig(AppConfig):
     name = "apps.triage"
     label = "triage"
     verbose_name = "Triage"
+
+    def ready(self):
+        from . import sections
+
+        sections.register()
