@@ -14,7 +14,7 @@
 
   const number = (value, digits = 0) =>
     value === null || value === undefined ? "–" : Number(value).toLocaleString("en", { maximumFractionDigits: digits, minimumFractionDigits: digits });
-  const hours = (value) => number(value, value !== null && Math.abs(value) < 10 ? 1 : 0);
+  const hours = (value) => number(value, value !== null && value !== 0 && Math.abs(value) < 10 ? 1 : 0);
   const percent = (share) => (share === null || share === undefined ? "–" : `${number(100 * share, 0)} %`);
   const utc = (iso) => iso.replace("T", " ").replace(/:\d\d(\.\d+)?(Z|[+-]00:00)$/, "") + " UTC";
   const el = (tag, attributes = {}, ...children) => {
@@ -103,7 +103,7 @@
         el("td", { class: "num" }, bar, hours(row.gpu_hours_lost)),
         el("td", { class: "num" }, percent(lostShare)),
         el("td", { class: "num", title: `energy readings for ${percent(row.energy_share)} of GPU-hours` },
-          row.energy_kwh === null ? "–" : number(row.energy_kwh, 1)));
+          row.energy_kwh === null ? "–" : hours(row.energy_kwh)));
     }));
   }
 
@@ -138,7 +138,7 @@
     }], {
       margin: { l: 48, r: 12, t: 8, b: 44 }, height: 300, bargap: 0.08,
       xaxis: { title: { text: "job saturation score S (0–100)" }, type: "category" },
-      yaxis: { title: { text: "jobs" }, rangemode: "tozero", tickformat: "d" },
+      yaxis: { title: { text: "jobs" }, rangemode: "tozero", tickformat: "d", dtick: Math.max(1, Math.ceil(Math.max(...h.jobs) / 5)) },
     }, { displaylogo: false, responsive: true }).then(() => { figure.dataset.rendered = "true"; });
   }
 

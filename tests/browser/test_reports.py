@@ -1,0 +1,74 @@
+"""The usage report in headless Chromium: the verdict first, a filter changed in place, the screenshot."""
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from .test_job_page import wait_until
+
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
+
+
+@pytest.fixture
+def small_world(transactional_db, make_user):
+    """Three projects' jobs over the last days, one of them wasting half its GPUs; alice in two projects."""
+    from apps.jobs.models import Cluster, Job
+    from apps.saturation.models import JobSaturation
+
+    cluster = Cluster.objects.create(name="alps")
+    now = timezone.now()
+    specs = [  # job_id, account, user, partition, gpus, hours ago, hours (None: running), score, idle GPUs, kWh
+        (101, "a-llm01", "alice", "normal", 512, 60, 20, 72.0, 0, 2900.0),
+        (102, "a-llm01", "alice", "normal", 64, 8, None, 18.0, 32, 120.0),
+        (103, "a-llm01", "dave", "debug", 4, 30, 1, None, 0, None),
+        (104, "a-bio06", "alice", "normal", 128, 100, 30, 55.0, 0, 900.0),
+        (105, "a-bio06", "erin", "normal", 16, 20, 10, 91.0, 0, None),
+        (106, "a-astro10", "frank", "normal", 256, 40, 12, 40.0, 0, 1000.0),
+    ]
+    for job_id, account, user, partition, gpus, ago, hours, score, idle, kwh in specs:
+        start = now - timedelta(hours=ago)
+        job = Job.objects.create(cluster=cluster, job_id=job_id, user_name=user, account=account, partition=partition,
+                                 state="RUNNING" if hours is None else "COMPLETED", start_time=start,
+                                 end_time=None if hours is None else start + timedelta(hours=hours), gpus=gpus,
+                                 name=f"train-{job_id}")
+        if score is not None:
+            JobSaturation.objects.create(job=job, status="ready", score=score, idle_gpus=idle,
+                                         energy_j=kwh * 3.6e6 if kwh else None)
+    make_user("alice", password="pw-for-tests-1", accounts=["a-llm01", "a-bio06"])
+
+
+def test_the_report_answers_first_and_filters_in_place(live_server, page, screenshot, small_world):
+    page.goto(f"{live_server.url}/accounts/login/?next=/reports/")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill("pw-for-tests-1")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{live_server.url}/reports/")
+    wait_until(page, "document.documentElement.dataset.reportReady === 'true'")
+    verdict = page.locator("#verdict-line").inner_text()
+    # a-llm01 loses 512 × 20 × 0.28 + (32 idle × 8 + 32 × 8 × (1 − 0.36)) ≈ 3287 GPU-h, a-bio06 128 × 30 × 0.45 + 16 × 10 × 0.09 ≈ 1742
+    assert "GPU-hours" in verdict and "most by project a-llm01" in verdict
+    assert page.locator("#report-verdict").bounding_box()["y"] < page.locator("#report-filters").bounding_box()["y"]
+    keys = page.locator("#usage-table tbody th").all_inner_texts()
+    assert sorted(keys) == ["a-bio06", "a-llm01"]  # a-astro10 is not alice's
+    page.wait_for_selector("#score-histogram[data-rendered=true]")
+    links = page.locator("#top-jobs tbody a").evaluate_all("links => links.map(link => link.getAttribute('href'))")
+    assert links[:3] == ["/jobs/alps/101/", "/jobs/alps/104/", "/jobs/alps/102/"]  # 2867, 1728, 420 GPU-h lost
+    page.evaluate("window.__sameDocument = true")  # survives only if nothing navigates
+
+    page.get_by_label("One row per").select_option("user")
+    page.get_by_label("30 days").check()
+    wait_until(page, "new URL(location.href).searchParams.get('window') === '30d'")
+    wait_until(page, "document.documentElement.dataset.reportReady === 'true'")
+    page.wait_for_function("document.querySelector('#table-group').textContent === 'user'")
+    assert page.evaluate("window.__sameDocument") is True
+    assert "group_by=user" in page.url
+    users = page.locator("#usage-table tbody th").all_inner_texts()
+    assert sorted(users) == ["alice", "dave", "erin"]
+    assert "group_by=user" in page.locator("#download-csv").get_attribute("href")
+
+    page.locator("#usage-table th[data-sort=mean_saturation] button").click()
+    assert page.locator("#usage-table th[data-sort=mean_saturation]").get_attribute("aria-sort") == "descending"
+    first = page.locator("#usage-table tbody tr").first.get_attribute("data-key")
+    assert first == "erin"  # S 91, the highest mean
+    screenshot(page, "reports")
+    assert page.problems.take() == []
