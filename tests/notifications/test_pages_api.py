@@ -1,0 +1,111 @@
+"""Who sees and switches a project's notifications: members see, managers and staff switch, anyone else gets 404;
+the page lists the mails about jobs the user may see."""
+import pytest
+from django.utils import timezone
+
+from apps.accounts.models import Membership
+from apps.notifications.models import NotificationSent, ProjectNotifications
+
+pytestmark = pytest.mark.django_db
+URL = "/api/v1/notifications/projects/{}/"
+
+
+@pytest.fixture
+def team(make_user):
+    manager = make_user("mona", accounts=["a-team"])
+    Membership.objects.filter(user=manager).update(role="manager")
+    member = make_user("mike", accounts=["a-team"])
+    stranger = make_user("sam", accounts=["a-other"])
+    staff = make_user("root", is_staff=True)
+    return {"manager": manager, "member": member, "stranger": stranger, "staff": staff}
+
+
+def test_members_read_and_strangers_get_404(api_client, team):
+    api_client.force_authenticate(team["member"])
+    response = api_client.get(URL.format("a-team"))
+    assert response.status_code == 200
+    assert response.json() | {"modified": None} == {"project": "a-team", "title": "Project a-team", "waste": False,
+                                                     "straggler": False, "changed_by": "", "modified": None,
+                                                     "may_change": False, "managers": ["mona"]}
+    api_client.force_authenticate(team["stranger"])
+    assert api_client.get(URL.format("a-team")).status_code == 404
+    assert api_client.patch(URL.format("a-team"), {"waste": True}, format="json").status_code == 404
+    assert api_client.get(URL.format("no-such")).status_code == 404
+    api_client.force_authenticate(None)
+    assert api_client.get(URL.format("a-team")).status_code in (401, 403)
+
+
+def test_a_member_may_not_switch_a_manager_and_staff_may(api_client, team):
+    api_client.force_authenticate(team["member"])
+    response = api_client.patch(URL.format("a-team"), {"waste": True}, format="json")
+    assert response.status_code == 403 and "managers" in response.json()["detail"]
+    assert not ProjectNotifications.objects.exists()
+
+    api_client.force_authenticate(team["manager"])
+    response = api_client.patch(URL.format("a-team"), {"waste": True}, format="json")
+    assert response.status_code == 200, response.content
+    assert (response.json()["waste"], response.json()["straggler"], response.json()["changed_by"]) == (True, False, "mona")
+    row = ProjectNotifications.objects.get(project__slurm_account="a-team")
+    assert (row.waste, row.straggler) == (True, False)
+
+    api_client.force_authenticate(team["staff"])
+    response = api_client.patch(URL.format("a-team"), {"straggler": True}, format="json")
+    assert response.status_code == 200 and response.json()["may_change"] is True
+    row.refresh_from_db()
+    assert (row.waste, row.straggler, row.changed_by) == (True, True, "root")  # the untouched switch stays
+
+
+@pytest.mark.parametrize("body, field", [({"waste": "maybe"}, "waste"), ({}, None), ({"wast": True}, "wast"),
+                                         ([1, 2], None), ({"waste": True, "project": "a-other"}, "project")])
+def test_bad_patches_are_400_with_a_clear_message(api_client, team, body, field):
+    api_client.force_authenticate(team["manager"])
+    response = api_client.patch(URL.format("a-team"), body, format="json")
+    assert response.status_code == 400, response.content
+    errors = response.json()["errors"]
+    assert errors and errors[0]["field"] == field and errors[0]["message"]
+    assert not ProjectNotifications.objects.exists()
+
+
+def _mail(job, **values):
+    return NotificationSent.objects.create(job=job, reason="wasteful", status="sent", recipient=f"{job.user_name}@x.org",
+                                           user_name=job.user_name, sent_at=timezone.now(), subject=f"mail about {job.job_id}",
+                                           **values)
+
+
+def test_the_page_states_the_verdict_and_lists_only_visible_mails(client, team, running_job):
+    ProjectNotifications.objects.create(project=team["manager"].projects.get(), waste=True)
+    _mail(running_job("a-team", "mike", 111))
+    _mail(running_job("a-other", "sam", 222))
+    client.force_login(team["member"])
+    page = client.get("/notifications/").content.decode()
+    assert "Mail is on for 1 of your 1 project" in page and "wasteful jobs" in page
+    assert "mail about 111" in page and "mail about 222" not in page
+    assert "notify-form" not in page  # a member sees the switches, cannot flip them
+    assert "Your account has no e-mail address" in page
+    client.force_login(team["stranger"])
+    page = client.get("/notifications/").content.decode()
+    assert "Mail is off for all your project" in page and "mail about 111" not in page and "mail about 222" in page
+    client.force_login(team["manager"])
+    assert 'class="notify-form"' in client.get("/notifications/").content.decode()
+
+
+def test_the_page_form_switches_for_managers_only(client, team):
+    client.force_login(team["member"])
+    assert client.post("/notifications/", {"account": "a-team", "waste": "on"}).status_code == 403
+    client.force_login(team["stranger"])
+    assert client.post("/notifications/", {"account": "a-team", "waste": "on"}).status_code == 404
+    assert not ProjectNotifications.objects.exists()
+    client.force_login(team["manager"])
+    response = client.post("/notifications/", {"account": "a-team", "straggler": "on"})
+    assert response.status_code == 302
+    row = ProjectNotifications.objects.get()
+    assert (row.waste, row.straggler) == (False, True)
+
+
+def test_the_sent_list_api_shows_only_visible_jobs(api_client, team, running_job):
+    _mail(running_job("a-team", "mike", 333))
+    _mail(running_job("a-other", "sam", 444))
+    api_client.force_authenticate(team["member"])
+    assert [row["job"] for row in api_client.get("/api/v1/notifications/sent/").json()] == ["alps/333"]
+    api_client.force_authenticate(team["staff"])
+    assert sorted(row["job"] for row in api_client.get("/api/v1/notifications/sent/").json()) == ["alps/333", "alps/444"]
