@@ -11,7 +11,7 @@ from apps.namespaces.choices import NamespaceRequestStatusChoices
 from apps.namespaces.models import NamespaceRequest
 from apps.saturation.choices import JobSaturationStatusChoices
 from apps.saturation.models import JobSaturation
-from apps.vetting.selectors import node_states, open_recommendations
+from apps.vetting.selectors import open_recommendations, repeat_offenders, triage_nodes
 
 from .choices import TriageItemKindChoices, TriageItemStateChoices
 from .inbox import OPEN_STATES
@@ -30,11 +30,11 @@ def emails_of(usernames) -> dict[str, str]:
     return dict(get_user_model().objects.filter(username__in=set(usernames)).exclude(email="").values_list("username", "email"))
 
 
-def vetting_recommendations():
-    """Open and acknowledged recommendations of the vetting rules, with the node states of their hosts."""
-    recommendations = list(open_recommendations())
-    hosts = {host for rec in recommendations for host in (rec.hosts or [rec.subject])}
-    return recommendations, node_states(hosts)
+def vetting_state():
+    """Open and acknowledged recommendations of the vetting rules, the nodes not plainly healthy, and the
+    repeat offenders' failed runs in 30 days (host -> count)."""
+    failures = {row["host"]: row["failures"] for row in repeat_offenders(days=30, limit=1000)}
+    return list(open_recommendations()), triage_nodes(), failures
 
 
 def namespace_requests_waiting() -> QuerySet[NamespaceRequest]:

@@ -71,30 +71,46 @@ def _job_findings(now: datetime) -> list[Finding]:
     return findings
 
 
+NODE_SEVERITY = {"drained": "info", "in_repair": "info"}  # out of service already: waiting for repair or return
+
+
 def _vetting_findings() -> list[Finding]:
-    """Failing nodes (one item per node, its open recommendations merged) and bad switches."""
-    recommendations, states = selectors.vetting_recommendations()
+    """Failing nodes (one item per node: its open recommendations merged, or its health state) and bad switches.
+    A suspect node that only a switch's recommendation names is that switch's item, not one of its own."""
+    recommendations, nodes, failures = selectors.vetting_state()
+    health = {node.host: node for node in nodes}
     by_node: dict[str, list] = {}
+    behind_switch: set[str] = set()
     findings = []
     for rec in recommendations:
         if rec.subject_kind == "switch":
+            behind_switch.update(rec.hosts)
             findings.append(Finding(
                 key=f"{Kind.BAD_SWITCH}:{rec.subject}", kind=Kind.BAD_SWITCH, severity=rec.severity,
-                title=f"Switch {rec.subject}: {rec.get_action_display()}", detail=rec.summary,
+                title=f"Switch {rec.subject}: {rec.get_action_display()} ({rec.rule.name.lower()})", detail=rec.summary,
                 owner=f"switch {rec.subject} ({len(rec.hosts)} nodes)",
                 url=reverse("vetting:index") + f"?switch={rec.subject}",
                 data={"switch": rec.subject, "hosts": list(rec.hosts), "recommendation": rec.pk, "rule": rec.rule.slug}))
         else:
             by_node.setdefault(rec.subject, []).append(rec)
-    for host, recs in sorted(by_node.items()):
-        severity = "critical" if any(rec.severity == "critical" for rec in recs) else "warning"
-        state = states.get(host, "healthy")
+    hosts = set(by_node) | {host for host, node in health.items() if host not in behind_switch or node.state != "suspect"}
+    for host in sorted(hosts):
+        recs, node = by_node.get(host, []), health.get(host)
+        state = node.state if node else "healthy"
+        critical = any(rec.severity == "critical" for rec in recs) or (node is not None and node.severity == "critical"
+                                                                       and state not in NODE_SEVERITY)
+        severity = "critical" if critical else NODE_SEVERITY.get(state, "warning")
+        what = recs[0].rule.name if recs else (node.reason if node else "")
+        repeat = failures.get(host, 0)
+        detail = "; ".join([rec.summary for rec in recs] or ([node.reason] if node and node.reason else []))
+        if repeat:
+            detail = f"{repeat} failed vetting runs in 30 days; {detail}" if detail else f"{repeat} failed vetting runs in 30 days"
         findings.append(Finding(
             key=f"{Kind.FAILING_NODE}:{host}", kind=Kind.FAILING_NODE, severity=severity,
-            title=f"{host}: {recs[0].get_action_display()}" + (f" (now {state.replace('_', ' ')})" if state else ""),
-            detail="; ".join(rec.summary for rec in recs), owner=f"node {host}", url=reverse("vetting:node", args=[host]),
+            title=f"{host}: {state.replace('_', ' ')}" + (f" — {what.lower()}" if recs else ""),
+            detail=detail, owner=f"node {host}", url=reverse("vetting:node", args=[host]),
             data={"host": host, "node_state": state, "recommendations": [rec.pk for rec in recs],
-                  "rules": [rec.rule.slug for rec in recs],
+                  "rules": [rec.rule.slug for rec in recs], "failures_30d": repeat,
                   "drain": state in ("healthy", "suspect", "drain_recommended", "returned")}))
     return findings
 

@@ -16,7 +16,7 @@ from .models import TriageItem
 from .sections import inbox_context
 from .services import TriageError, triage_update
 
-PAGE_ITEMS = 500
+PAGE_ITEMS = 500  # the API's limit too
 
 
 def _back(request) -> str:

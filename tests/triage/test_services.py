@@ -129,3 +129,42 @@ def test_the_task_records_its_run(sources):
     run = TaskRun.objects.get(name="triage.sync_inbox")
     assert run.status == "succeeded" and "7 open at source" in run.message
     assert sync_inbox_task.apply().get()["created"] == 0
+
+
+def test_nodes_out_of_service_are_listed_last_and_a_switch_speaks_for_its_suspect_nodes(sources):
+    from apps.vetting.models import NodeHealth
+
+    now = timezone.now()
+    NodeHealth.objects.create(host="nid000640", state="suspect", since=now, reason="behind switch 5.0")
+    NodeHealth.objects.create(host="nid000418", state="in_repair", since=now, reason="sent to repair: 9 failed runs")
+    NodeHealth.objects.create(host="nid000900", state="suspect", since=now, reason="slow HBM")
+    triage_sync()
+    nodes = {item.data["host"]: item for item in TriageItem.objects.filter(kind="failing_node")}
+    assert set(nodes) == {"nid000777", "nid000418", "nid000900"}  # nid000640 is the switch's
+    assert (nodes["nid000418"].severity, nodes["nid000418"].data["drain"]) == ("info", False)
+    assert nodes["nid000900"].severity == "warning" and nodes["nid000900"].detail == "slow HBM"
+    assert keys()[-1] == "failing_node:nid000418"
+
+
+def test_the_staff_page_folds_the_tail_of_many_wasteful_jobs(sources, rf):
+    from apps.jobs.models import Job
+    from apps.saturation.models import JobSaturation
+    from apps.triage import sections
+
+    start = timezone.now() - timedelta(hours=1)
+    for n in range(sections.SECTION_WASTEFUL + 3):
+        job = Job.objects.create(cluster=sources["idle"].cluster, job_id=2000 + n, name=f"idle-{n}", user_name="bob", state="RUNNING",
+                                 submit_time=start, start_time=start, gpus=4)
+        JobSaturation.objects.create(job=job, status="ready", score=1.0, idle_gpus=4, computed=timezone.now())
+    triage_sync()
+    request = rf.get("/staff/")
+    request.user = sources["staff"]
+    context = sections.staff_inbox(request)
+    listed = context["triage_rows"]
+    fold = [row for row in listed if "fold" in row]
+    assert len(fold) == 1 and fold[0]["fold"] == 2 + 3  # 13 wasteful jobs (11 + 2 from the fixture), 8 shown
+    assert listed.index(fold[0]) == sections.SECTION_WASTEFUL
+    assert {row["item"].kind for row in listed[sections.SECTION_WASTEFUL + 1:]} == {
+        "straggler", "failing_node", "bad_switch", "namespace_request", "catalog_incident"}
+    shown = sum(row["item"].gpu_hours_lost for row in listed[:sections.SECTION_WASTEFUL])
+    assert fold[0]["lost"] == pytest.approx(context["triage_counts"]["gpu_hours_lost_open"] - shown)

@@ -1,0 +1,103 @@
+"""The triage API and pages: staff only, filters, the PATCH of a state with its validation, the plain-form
+fallback, and the section on the staff page."""
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.triage.models import TriageItem
+from apps.triage.services import triage_sync
+
+
+@pytest.fixture
+def synced(sources, api_client):
+    triage_sync()
+    api_client.force_authenticate(sources["staff"])
+    return sources
+
+
+def test_list_is_ranked_and_filtered(synced, api_client):
+    body = api_client.get("/api/v1/staff/triage/").json()
+    assert [item["key"] for item in body["results"][:2]] == ["wasteful_job:alps/1001", "wasteful_job:alps/1002"]
+    assert body["counts"]["open"] == 7 and body["counts"]["by_kind"]["failing_node"]["new"] == 1
+    assert body["counts"]["gpu_hours_lost_open"] == pytest.approx(64.0 + 7.2, abs=0.1)
+    assert body["results"][0]["job"] == "alps/1001" and body["results"][0]["owner"] == "alice (a-llm01)"
+    nodes = api_client.get("/api/v1/staff/triage/?kind=failing_node").json()["results"]
+    assert [item["key"] for item in nodes] == ["failing_node:nid000777"]
+    assert api_client.get("/api/v1/staff/triage/?state=resolved").json()["results"] == []
+    bad = api_client.get("/api/v1/staff/triage/?kind=everything")
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "kind"
+
+
+def test_patch_moves_the_state(synced, api_client):
+    item = TriageItem.objects.get(kind="bad_switch")
+    url = f"/api/v1/staff/triage/{item.pk}/"
+    answer = api_client.patch(url, {"state": "acknowledged", "assignee": "tina"}, format="json")
+    assert answer.status_code == 200 and (answer.json()["state"], answer.json()["assignee"]) == ("acknowledged", "tina")
+    until = (timezone.now() + timedelta(hours=4)).isoformat()
+    answer = api_client.patch(url, {"state": "muted", "muted_until": until}, format="json")
+    assert answer.status_code == 200 and answer.json()["state"] == "muted"
+    assert TriageItem.objects.get(pk=item.pk).muted_until is not None
+    answer = api_client.patch(url, {"state": "resolved"}, format="json")
+    assert answer.json()["state"] == "resolved" and answer.json()["resolved_at"]
+    assert api_client.patch(url, {"state": "new"}, format="json").json()["state"] == "new"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"state": "closed"}, "state"),
+    ({}, "state"),
+    ({"state": "muted"}, "muted_until"),
+    ({"state": "muted", "muted_until": "2020-01-01T00:00:00Z"}, "muted_until"),
+    ({"state": "muted", "muted_until": "tomorrow"}, "muted_until"),
+    ({"state": "resolved", "muted_until": "2999-01-01T00:00:00Z"}, "muted_until"),
+    ({"state": "acknowledged", "assignee": "nobody-here"}, "assignee"),
+    ({"state": "acknowledged", "assignee": "alice"}, "assignee"),  # not staff
+    ({"state": "resolved", "assignee": "tina"}, "assignee"),
+])
+def test_bad_changes_are_400_naming_the_field(synced, api_client, body, field):
+    item = TriageItem.objects.get(kind="bad_switch")
+    answer = api_client.patch(f"/api/v1/staff/triage/{item.pk}/", body, format="json")
+    assert answer.status_code == 400, answer.content
+    assert field in [error["field"] for error in answer.json()["errors"]]
+    assert TriageItem.objects.get(pk=item.pk).state == "new"
+
+
+def test_non_staff_are_refused_the_same_for_an_item_and_a_missing_one(synced, api_client):
+    item = TriageItem.objects.first()
+    api_client.force_authenticate(synced["alice"])
+    assert api_client.get("/api/v1/staff/triage/").status_code == 403
+    mine = api_client.patch(f"/api/v1/staff/triage/{item.pk}/", {"state": "resolved"}, format="json")
+    missing = api_client.patch(f"/api/v1/staff/triage/{item.pk + 1000}/", {"state": "resolved"}, format="json")
+    assert mine.status_code == missing.status_code == 403
+    assert TriageItem.objects.get(pk=item.pk).state == "new"
+
+
+def test_the_staff_page_opens_with_the_inbox(synced, client):
+    client.force_login(synced["staff"])
+    page = client.get("/staff/").content.decode()
+    assert page.index('id="triage-heading"') < page.index('id="tasks-heading"')
+    assert "Needs a person: 7 items" in page
+    first = page.index("triage-item-")
+    assert page.index("alps/1001", first) < page.index("alps/1002", first) < page.index("nid000777", first)
+    assert "mailto:alice%40example.org?subject=" in page or "mailto:alice@example.org?subject=" in page
+    assert "/api/v1/vetting/nodes/nid000777/actions/" in page  # the dry-run drain
+    assert f"/namespaces/requests/{synced['request'].pk}/" in page
+    client.force_login(synced["alice"])
+    assert client.get("/staff/triage/").status_code == 403
+
+
+def test_inbox_page_filters_and_the_form_fallback(synced, client):
+    client.force_login(synced["staff"])
+    page = client.get("/staff/triage/?kind=catalog_incident").content.decode()
+    assert "slurm-jobs: freshness target breached" in page and "alps/1001 data-prep-1" not in page
+    item = TriageItem.objects.get(kind="catalog_incident")
+    answer = client.post(f"/staff/triage/{item.pk}/", {"state": "acknowledged", "next": "/staff/"})
+    assert answer.status_code == 302 and answer["Location"] == "/staff/"
+    item.refresh_from_db()
+    assert (item.state, item.assignee.username) == ("acknowledged", "sam")
+    answer = client.post(f"/staff/triage/{item.pk}/", {"state": "muted", "muted_until": "2001-01-01T00:00"}, follow=True)
+    assert "the mute must end in the future" in answer.content.decode()
+    assert TriageItem.objects.get(pk=item.pk).state == "acknowledged"
+    answer = client.post(f"/staff/triage/{item.pk}/", {"state": "resolved", "next": "https://evil.example/"})
+    assert answer["Location"] == "/staff/triage/"
+    assert TriageItem.objects.get(pk=item.pk).state == "resolved"
