@@ -58,6 +58,7 @@ SEES = {
     "run": PEOPLE | {"own_job_token"},  # node vetting is a fact about the machine; a token reads its job's runs
     "machine": PEOPLE,  # topology, node health, rules, catalogue: every signed-in person
     "admin": {"staff"},
+    "triage": {"staff"},  # the staff triage inbox
 }
 # Who may change an object of each kind.
 WRITES = {
@@ -68,6 +69,7 @@ WRITES = {
     "run": {"staff"},
     "machine": {"staff"},
     "admin": {"staff"},
+    "triage": {"staff"},
 }
 # Patterns anyone may request without logging in (by route name).
 PUBLIC = {"accounts:login", "accounts:logout", "healthz", "api-schema", "api-docs", "api-redoc", "edf:schema",
@@ -136,6 +138,17 @@ def _by_route(choices):
     return fill
 
 
+def _triage_item(w):
+    """A triage item about the owner's job (made on first use, inside the test's savepoint)."""
+    from apps.triage.models import TriageItem
+
+    now = timezone.now()
+    item, _ = TriageItem.objects.get_or_create(
+        key=f"straggler:alps/{JOB_ID}", defaults={"kind": "straggler", "title": f"stragglers in {JOB_NAME}", "owner": "olive",
+                                                 "job": w["job"], "first_seen": now, "last_seen": now})
+    return item
+
+
 # Products whose members are jobs or come from them: their checks name members.
 CATALOG_ALSO = ("slurm-jobs", "rank-layouts", "vetting-results")
 
@@ -164,6 +177,8 @@ KWARGS = {
         ("api/v1/namespaces/requests/", lambda w: Fill(w["request"].pk, w["request"].pk + 1000, "namespace")),
         ("api/v1/vetting/recommendations/", lambda w: Fill(w["recommendation"].pk, w["recommendation"].pk + 1000, "machine")),
         ("api/v1/^projects/", lambda w: Fill(w["project"].pk, w["project"].pk + 1000, "project")),
+        ("staff/triage/", lambda w: Fill(_triage_item(w).pk, _triage_item(w).pk + 1000, "triage")),
+        ("api/v1/staff/triage/", lambda w: Fill(_triage_item(w).pk, _triage_item(w).pk + 1000, "triage")),
     ]),
     "host": lambda w, p: Fill("nid001234", "nid999999", "machine"),
     "hostname": lambda w, p: Fill("nid001234", "nid999999", "machine"),
