@@ -52,6 +52,8 @@ document.addEventListener("DOMContentLoaded", () => {
         if (!response.ok) throw new Error(answer.detail || `HTTP ${response.status}`);
         form.elements.waste.checked = answer.waste;
         form.elements.straggler.checked = answer.straggler;
+        const changed = form.closest("tr").querySelector(".notify-changed");
+        if (changed) changed.textContent = `${answer.changed_by} just now`;
         state.textContent = "saved";
         state.className = "small notify-state status--ok";
       } catch (error) {
