@@ -224,10 +224,10 @@ def crowding_finding(context: JobContext, clock) -> tuple[str, str] | None:
     where = f"group{'s' * (len(top.groups) > 1)} {', '.join(str(g) for g in top.groups)}"
     if boundary is not None:
         title = (f"Your pipeline boundary {boundary.words}, where another job ({load_words(top.other)}) "
-                 f"{'runs' if top.until is None else 'ran'} from {clock(top.since)}{more}.")
+                 f"{'has run there since' if top.until is None else 'ran there from'} {clock(top.since)}{more}.")
     else:
         title = (f"Another job ({load_words(top.other)}, {top.nodes_in_groups} nodes) shares dragonfly {where} with this "
-                 f"job from {clock(top.since)}{more}.")
+                 f"job {'since' if top.until is None else 'from'} {clock(top.since)}{more}.")
     action = (f"Compare your step time before and after {clock(top.since)}: if it rose, the shared global links are a "
               "likely cause; resubmit asking Slurm for fewer groups (sbatch --switches=<n>@<max-wait>).")
     return title, action

@@ -153,6 +153,7 @@ def context(job, request) -> dict:
 
     boundaries = [{"words": b.words, "pipelines": b.pipelines, "of": b.of,
                    "neighbours": [{**labels[n.other.key], "load": load_words(n.other), "since": clock(n.since, now),
+                                   "until": clock(n.until, now) if n.until else None,
                                    "groups": ", ".join(str(g) for g in n.groups), "heavy": n.other.high_link}
                                   for n in b.neighbours[:5]], "more": max(0, len(b.neighbours) - 5)}
                   for b in result.boundaries]

@@ -62,7 +62,7 @@ def test_pipeline_boundaries_that_leave_a_group_name_the_jobs_on_either_side():
     assert [n.other.key for n in boundary.neighbours] == [7]
     assert boundary.words == "1→2 crosses group 3 → 4"
     title, action = crowding_finding(found, lambda moment: f"{moment:%H:%M}")
-    assert "1→2 crosses group 3 → 4" in title and "from 13:10" in title and "85 %" in title
+    assert "1→2 crosses group 3 → 4" in title and "has run there since 13:10" in title and "85 %" in title
     assert "13:10" in action
 
 

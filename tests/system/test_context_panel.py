@@ -66,7 +66,7 @@ def test_the_panel_shows_the_crossing_boundary_the_neighbour_and_the_first_scree
     html = page(client, world["users"]["staff"], world["mine"])
     section = panel(html)
     since = f"{world['heavy'].start_time:%H:%M} UTC"
-    assert "0→1 crosses group 3 → 4" in section and f"ran from {since}" in section
+    assert "0→1 crosses group 3 → 4" in section and f"has run there since {since}" in section
     assert "link saturation 91 %" in section
     assert "alps/200 moe-alltoall-bob" in section and "/jobs/alps/200/" in section  # staff see every job named
     assert "alps/300 eval-carol" in section
