@@ -8,7 +8,6 @@ import pytest
 
 pytestmark = pytest.mark.django_db
 
-NOW = datetime.now(timezone.utc).replace(microsecond=0)
 URL = "/api/v1/reports/usage/"
 
 
@@ -18,10 +17,11 @@ def world(make_user):
     from apps.jobs.models import Cluster, Job
     from apps.saturation.models import JobSaturation
 
+    now = datetime.now(timezone.utc).replace(microsecond=0)
     cluster = Cluster.objects.create(name="alps")
 
     def job(job_id, account, user, gpus, hours_ago, hours, score=None, idle=0, partition="normal", energy=None):
-        start = NOW - timedelta(hours=hours_ago)
+        start = now - timedelta(hours=hours_ago)
         end = start + timedelta(hours=hours) if hours is not None else None
         record = Job.objects.create(cluster=cluster, job_id=job_id, user_name=user, account=account, partition=partition,
                                     state="COMPLETED" if end else "RUNNING", start_time=start, end_time=end, gpus=gpus,
@@ -37,7 +37,7 @@ def world(make_user):
     alice = make_user("alice", accounts=["a-llm01"])
     staff = make_user("root", is_staff=True)
     make_user("bob", accounts=["a-bio06"])
-    return {"alice": alice, "staff": staff}
+    return {"alice": alice, "staff": staff, "now": now, "until": now.isoformat()}
 
 
 def get(client, who, url=URL, **params):
@@ -46,7 +46,7 @@ def get(client, who, url=URL, **params):
 
 
 def test_a_researcher_sees_only_their_projects(api_client, world):
-    response = get(api_client, world["alice"])
+    response = get(api_client, world["alice"], until=world["until"])  # the running job counts until then
     assert response.status_code == 200, response.content
     body = response.json()
     assert [row["key"] for row in body["rows"]] == ["a-llm01"]
@@ -63,19 +63,19 @@ def test_a_researcher_sees_only_their_projects(api_client, world):
 
 
 def test_staff_see_every_project_and_can_group_by_user(api_client, world):
-    body = get(api_client, world["staff"]).json()
+    body = get(api_client, world["staff"], until=world["until"]).json()
     assert {row["key"]: round(row["gpu_hours"], 2) for row in body["rows"]} == {"a-llm01": 56.0, "a-bio06": 32.0}
     by_user = get(api_client, world["staff"], group_by="user", project="a-bio06").json()
     assert [(row["key"], row["jobs"]) for row in by_user["rows"]] == [("bob", 1)]  # job 4 is outside the window
-    wide = get(api_client, world["staff"], project="a-bio06", since=(NOW - timedelta(days=10)).isoformat()).json()
+    wide = get(api_client, world["staff"], project="a-bio06", since=(world["now"] - timedelta(days=10)).isoformat()).json()
     assert wide["totals"]["jobs"] == 2
     partition = get(api_client, world["staff"], group_by="partition", partition="debug").json()
     assert [row["key"] for row in partition["rows"]] == ["debug"]
 
 
 def test_the_window_clips_jobs(api_client, world):
-    since = (NOW - timedelta(hours=8)).isoformat()
-    until = (NOW - timedelta(hours=5)).isoformat()
+    since = (world["now"] - timedelta(hours=8)).isoformat()
+    until = (world["now"] - timedelta(hours=5)).isoformat()
     body = get(api_client, world["alice"], since=since, until=until).json()
     # job 1 ran 10 h ago to 6 h ago: 2 h inside (8 GPUs); job 2 started 6 h ago: 1 h inside (4 GPUs)
     assert body["totals"]["gpu_hours"] == pytest.approx(8 * 2 + 4 * 1)
@@ -97,6 +97,12 @@ def test_bad_parameters_are_400_with_the_parameter_named(api_client, world, para
     response = get(api_client, world["alice"], **params)
     assert response.status_code == 400, response.content
     assert field in {item["field"] for item in response.json()["errors"]}
+
+
+def test_the_default_window_is_the_last_7_days(api_client, world):
+    window = get(api_client, world["alice"]).json()["window"]
+    since, until = (datetime.fromisoformat(window[name].replace("Z", "+00:00")) for name in ("since", "until"))
+    assert until - since == timedelta(days=7) and abs(until - datetime.now(timezone.utc)) < timedelta(minutes=5)
 
 
 def test_anonymous_is_refused(api_client, world):
@@ -140,3 +146,10 @@ def test_downloads_read_back_as_the_json(api_client, world, group_by):
 def test_a_download_in_another_format_is_404(api_client, world):
     assert get(api_client, world["staff"], url="/api/v1/reports/usage.xlsx").status_code == 404
     assert get(api_client, world["alice"], url="/api/v1/reports/usage.csv", since="nope").status_code == 400
+
+
+def test_the_answers_match_their_documentation(api_client, world):
+    from tests.security.test_openapi_complete import assert_documented
+
+    assert_documented("reports.UsageResponse", get(api_client, world["staff"]).json())
+    assert_documented("reports.UsageResponse", get(api_client, world["alice"], user="nobody").json())  # empty: nulls

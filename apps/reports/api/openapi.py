@@ -3,6 +3,8 @@ from rest_framework import serializers
 
 
 class UsageMeasures(serializers.Serializer):
+    """What a set of jobs used inside the window, and how much of it is known (shares 0-1, null when there are no GPU-hours)."""
+
     jobs = serializers.IntegerField(help_text="Jobs whose run overlaps the window.")
     gpu_hours = serializers.FloatField(help_text="GPUs × hours of each job's run inside the window.")
     mean_saturation = serializers.FloatField(allow_null=True, help_text="GPU-hour-weighted mean score (0-100) of the scored jobs.")
@@ -15,23 +17,31 @@ class UsageMeasures(serializers.Serializer):
 
 
 class UsageRow(UsageMeasures):
+    """One project, user or partition."""
+
     group_by = serializers.ChoiceField(choices=["project", "user", "partition"])
     key = serializers.CharField(help_text="The project (Slurm account), user or partition.")
 
 
 class UsageWindow(serializers.Serializer):
+    """The window ``[since, until)`` and the time the report was made (running jobs count until the earlier of now and until)."""
+
     since = serializers.DateTimeField()
     until = serializers.DateTimeField()
     now = serializers.DateTimeField()
 
 
 class UsageBiggest(serializers.Serializer):
+    """The group that lost the most GPU-hours, and its share of the loss."""
+
     key = serializers.CharField()
     gpu_hours_lost = serializers.FloatField()
     share = serializers.FloatField(allow_null=True)
 
 
 class UsageJob(serializers.Serializer):
+    """One of the jobs that lost the most GPU-hours inside the window."""
+
     cluster = serializers.CharField()
     job_id = serializers.IntegerField()
     name = serializers.CharField()
@@ -48,18 +58,24 @@ class UsageJob(serializers.Serializer):
 
 
 class UsageHistogram(serializers.Serializer):
+    """Scored jobs per 10-point bin of their saturation score (100 falls in the last bin)."""
+
     edges = serializers.ListField(child=serializers.IntegerField(), help_text="Bin edges 0, 10, ..., 100.")
     jobs = serializers.ListField(child=serializers.IntegerField(), help_text="Scored jobs per bin.")
     gpu_hours = serializers.ListField(child=serializers.FloatField(), help_text="Their GPU-hours inside the window.")
 
 
 class UsageFilters(serializers.Serializer):
+    """The filters applied (empty: all)."""
+
     project = serializers.CharField()
     user = serializers.CharField()
     partition = serializers.CharField()
 
 
 class UsageResponse(serializers.Serializer):
+    """The usage and efficiency report: totals, one row per group, the most wasteful jobs, the score histogram and the downloads of the rows."""
+
     window = UsageWindow()
     group_by = serializers.CharField()
     filters = UsageFilters()
