@@ -109,3 +109,39 @@ def test_the_sent_list_api_shows_only_visible_jobs(api_client, team, running_job
     assert [row["job"] for row in api_client.get("/api/v1/notifications/sent/").json()] == ["alps/333"]
     api_client.force_authenticate(team["staff"])
     assert sorted(row["job"] for row in api_client.get("/api/v1/notifications/sent/").json()) == ["alps/333", "alps/444"]
+
+
+@pytest.mark.parametrize("identity", ["member", "staff"])
+def test_queries_do_not_grow_with_projects_and_mails(client, api_client, team, running_job, identity):
+    """The page and the APIs ask the same number of queries for 1 project and mail as for 6 of each."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.accounts.models import Project
+
+    user = team[identity]
+    client.force_login(user)
+    api_client.force_authenticate(user)
+    paths = ["/notifications/", "/api/v1/notifications/sent/", URL.format("a-team")]
+
+    def counts():
+        found = []
+        for index, path in enumerate(paths):
+            with CaptureQueriesContext(connection) as captured:
+                response = (client if index == 0 else api_client).get(path)
+            assert response.status_code == 200, (path, response.status_code)
+            found.append(len(captured))
+        return found
+
+    ProjectNotifications.objects.create(project=Project.objects.get(slurm_account="a-team"), waste=True)
+    _mail(running_job("a-team", "mike", 500))
+    small = counts()
+    for index in range(5):
+        project = Project.objects.create(slurm_account=f"a-more{index}", title=f"More {index}")
+        Membership.objects.create(user=user, project=project, role="manager" if index % 2 else "member")
+        ProjectNotifications.objects.create(project=project, straggler=True)
+        _mail(running_job("a-team", "mike", 600 + index))
+        _mail(running_job(f"a-more{index}", "mona", 700 + index))
+    large = counts()
+    assert large == small, dict(zip(paths, zip(small, large)))
+    assert max(large) <= 12
