@@ -72,3 +72,13 @@ def test_the_report_answers_first_and_filters_in_place(live_server, page, screen
     assert first == "erin"  # S 91, the highest mean
     screenshot(page, "reports")
     assert page.problems.take() == []
+
+    page.get_by_label("custom").check()  # a window that ends before it starts: the API's message, in place
+    wait_until(page, "document.documentElement.dataset.reportReady === 'true'")
+    page.locator("#f-since").fill("2026-11-20T12:00")
+    page.locator("#f-until").fill("2026-11-10T12:00")
+    page.locator("#f-until").dispatch_event("change")
+    page.wait_for_selector("#report-errors:not([hidden])")
+    assert "must come before until" in page.locator("#report-errors").inner_text()
+    assert page.evaluate("window.__sameDocument") is True
+    assert [p for p in page.problems.take() if "400" not in p] == []  # the 400 is the answer asked for
