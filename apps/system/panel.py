@@ -26,7 +26,6 @@ from apps.jobs.selectors import job_list_for_user
 from apps.ranks.layout import LayoutError, ParallelSizes, RankLayout, block_placement
 from apps.ranks.selectors import job_layout_get
 from apps.saturation.choices import JobSaturationStatusChoices
-from apps.saturation.models import JobSaturation
 from apps.topology.selectors import topology_current
 
 from .context import HIGH_LINK, NOT_MEASURED, JobContext, Other, crowding_finding, job_context, load_words
@@ -36,6 +35,8 @@ ANCHOR = "#panel-context"
 MAX_OTHERS = 5000  # jobs overlapping a window read at most (newest first): a bound on the cost of very long windows
 ANOTHER = "another project's job"
 _CACHE = "_system_context"
+# The other jobs' saturation record, read with them (one query): JobSaturation's reverse name is "saturation".
+SCORE_FIELDS = tuple(f"saturation__{name}" for name in ("status", "score", "compute", "memory", "link", "limiter"))
 _placements: dict = {}
 
 
@@ -89,20 +90,20 @@ def job_in_context(job, now: datetime | None = None) -> tuple[JobContext, dict] 
     if end is not None:
         overlapping = overlapping.filter(start_time__lt=end)
     rows = {}
+    ready = JobSaturationStatusChoices.STATUS_READY
     for row in overlapping.order_by("-start_time").values("pk", "job_id", "array_job_id", "array_task_id", "name", "user_name",
-                                                            "account", "node_list", "start_time", "end_time", "gpus",
-                                                            "state")[:MAX_OTHERS]:
+                                                            "account", "node_list", "start_time", "end_time", "gpus", "state",
+                                                            *SCORE_FIELDS)[:MAX_OTHERS]:
         if nearby.intersection(row["node_list"] or ()):
             rows[row["pk"]] = row
-    scores = {r["job_id"]: r for r in JobSaturation.objects.filter(job_id__in=list(rows), status=JobSaturationStatusChoices.STATUS_READY)
-              .values("job_id", "score", "compute", "memory", "link", "limiter")} if rows else {}
     others = []
     for pk, row in rows.items():
-        score = scores.get(pk, {})
+        scored = row["saturation__status"] == ready
+        score = {name: row[f"saturation__{name}"] if scored else None for name in ("score", "compute", "memory", "link", "limiter")}
         end_time = None if row["state"] == JobStateChoices.RUNNING else row["end_time"]
         others.append(Other(key=pk, hosts=tuple(row["node_list"] or ()), start=row["start_time"], end=end_time,
-                            gpus=row["gpus"] or 0, score=score.get("score"), compute=score.get("compute"),
-                            memory=score.get("memory"), link=score.get("link"), limiter=score.get("limiter") or ""))
+                            gpus=row["gpus"] or 0, score=score["score"], compute=score["compute"], memory=score["memory"],
+                            link=score["link"], limiter=score["limiter"] or ""))
     stored = job_layout_get(job)
     found = job_context(hosts=list(job.node_list), window=(start, end), placement=placement, others=others,
                         group_nodes=group_nodes, pipelines=_pipelines(stored, job))
