@@ -101,7 +101,10 @@ def job_hours(job: Job, now: datetime) -> float:
 def job_is_wasteful(job: Job, record: JobSaturation | None) -> bool:
     if record is None or record.computed is None:
         return False
-    return is_wasteful(score=record.score, gpus=job_gpus(job, record), idle_gpus=record.idle_gpus or 0,
+    gpus = job_gpus(job, record)
+    if not gpus:  # no GPU known: nothing to waste, nothing to mail about
+        return False
+    return is_wasteful(score=record.score, gpus=gpus, idle_gpus=record.idle_gpus or 0,
                        score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE)
 
 

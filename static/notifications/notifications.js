@@ -37,6 +37,7 @@ document.addEventListener("DOMContentLoaded", () => {
 
   forms.forEach((form) => {
     const state = form.querySelector(".notify-state");
+    let saved = { waste: form.elements.waste.checked, straggler: form.elements.straggler.checked };
     form.querySelector(".notify-save").hidden = true;
     form.addEventListener("change", async () => {
       const body = { waste: form.elements.waste.checked, straggler: form.elements.straggler.checked };
@@ -52,11 +53,15 @@ document.addEventListener("DOMContentLoaded", () => {
         if (!response.ok) throw new Error(answer.detail || `HTTP ${response.status}`);
         form.elements.waste.checked = answer.waste;
         form.elements.straggler.checked = answer.straggler;
+        saved = { waste: answer.waste, straggler: answer.straggler };
         const changed = form.closest("tr").querySelector(".notify-changed");
         if (changed) changed.textContent = `${answer.changed_by} just now`;
         state.textContent = "saved";
         state.className = "small notify-state status--ok";
       } catch (error) {
+        // Show what is really stored, not what was clicked.
+        form.elements.waste.checked = saved.waste;
+        form.elements.straggler.checked = saved.straggler;
         state.textContent = `not saved: ${error.message}`;
         state.className = "small notify-state status--fail";
       }

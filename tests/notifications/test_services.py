@@ -207,3 +207,30 @@ def test_the_staff_digest_lists_the_inbox_once_per_period(smtp_settings, running
 def test_no_digest_without_addresses(settings):
     settings.NOTIFY_STAFF_DIGEST_EMAILS = []
     assert staff_digest()["status"] == "off" and not StaffDigest.objects.exists()
+
+
+def test_a_job_without_known_gpus_is_never_called_wasteful(smtp_settings, make_user, running_job, opted_in):
+    user = make_user("nora")
+    user.email = "nora@example.org"
+    user.save()
+    opted_in("a-cpu")
+    running_job("a-cpu", "nora", 9201, score=0.0, gpus=0)  # a CPU job: no GPU to waste, its score means nothing
+    assert notify_running_jobs()["sent"] == 0 and smtp_settings.messages == []
+
+
+def test_the_demo_part_opts_the_demo_researchers_projects_in(make_user, running_job):
+    import random
+
+    from apps.core.demo import DemoContext
+    from apps.notifications.demo import build
+    from apps.notifications.models import ProjectNotifications
+
+    make_user("demo", accounts=["a-llm01", "a-bio06"])
+    make_user("other", accounts=["a-astro10"])
+    running_job("a-llm01", "demo", 9301, score=10.0)
+    context = DemoContext(seed=1, rng=random.Random(1), out=None, shared={"memberships": {"demo": {"a-llm01", "a-bio06"},
+                                                                                             "other": {"a-astro10"}}})
+    summary = build(context)
+    assert sorted(ProjectNotifications.objects.filter(waste=True, straggler=True).values_list("project__slurm_account", flat=True)) \
+        == ["a-bio06", "a-llm01"]
+    assert summary == {"projects opted in": 2, "running jobs watched": 1, "wasteful now": 1, "with stragglers": 0}
