@@ -195,21 +195,24 @@ def straggler_message(job: JobFacts, stragglers: Sequence[Lasting], thresholds: 
 class DigestItem:
     """One entry of the triage inbox as the digest shows it (see ``apps.notifications.selectors.digest_items``)."""
 
-    kind: str  # wasteful_job, straggler, node, switch, namespace, catalog, ...
+    kind: str  # the triage inbox's kinds: wasteful_job, straggler, failing_node, bad_switch, namespace_request, catalog_incident
     title: str
     url: str = ""
+    detail: str = ""
     owner: str = ""
     state: str = "new"
     lost_gpu_hours: float | None = None
     extra: dict = field(default_factory=dict)
 
 
-KIND_WORDS = {"wasteful_job": "Wasteful running jobs", "straggler": "Stragglers", "node": "Failing nodes",
-              "switch": "Bad switches", "namespace": "Namespace approvals", "catalog": "Catalogue incidents"}
+KIND_WORDS = {"wasteful_job": "Wasteful running jobs", "straggler": "Stragglers", "failing_node": "Failing nodes",
+              "bad_switch": "Bad switches", "namespace_request": "Namespace approvals", "catalog_incident": "Catalogue incidents"}
 
 
-def digest_message(items: Sequence[DigestItem], *, inbox_link: str, period_hours: float, when: str) -> Message:
-    """The staff digest: counts first, then each kind's items (wasteful jobs by GPU-hours lost, most first)."""
+def digest_message(items: Sequence[DigestItem], *, inbox_link: str, period_hours: float, when: str,
+                   synced: str | None = "") -> Message:
+    """The staff digest: counts first, then each kind's items (wasteful jobs by GPU-hours lost, most first).
+    ``synced``: when the inbox was last rebuilt from its sources (None: never, said so)."""
     open_items = [item for item in items if item.state not in ("resolved", "muted")]
     kinds: dict[str, list[DigestItem]] = {}
     for item in open_items:
@@ -217,7 +220,12 @@ def digest_message(items: Sequence[DigestItem], *, inbox_link: str, period_hours
     counts = ", ".join(f"{len(group)} {KIND_WORDS.get(kind, kind).lower()}" for kind, group in kinds.items())
     subject = (f"{SUBJECT_PREFIX} triage: {len(open_items)} item{'s' * (len(open_items) != 1)} need a person"
                if open_items else f"{SUBJECT_PREFIX} triage: nothing needs a person")
-    lines = [f"The staff triage inbox at {when}: " + (counts if open_items else "empty") + ".", f"Inbox: {inbox_link}", ""]
+    lines = [f"The staff triage inbox at {when}: " + (counts if open_items else "empty") + "."]
+    if synced is None:
+        lines.append("The inbox was never rebuilt from its sources (is beat running triage.sync_inbox?): it may miss things.")
+    elif synced:
+        lines.append(f"Rebuilt from its sources at {synced}.")
+    lines += [f"Inbox: {inbox_link}", ""]
     order = list(KIND_WORDS) + sorted(set(kinds) - set(KIND_WORDS))
     for kind in order:
         group = kinds.get(kind)
@@ -230,7 +238,11 @@ def digest_message(items: Sequence[DigestItem], *, inbox_link: str, period_hours
             lost = f" — {item.lost_gpu_hours:,.1f} GPU-hours lost" if item.lost_gpu_hours is not None else ""
             who = f" [{item.owner}]" if item.owner else ""
             state = f" ({item.state})" if item.state and item.state != "new" else ""
-            lines.append(f"  - {item.title}{lost}{who}{state}" + (f"\n    {item.url}" if item.url else ""))
+            lines.append(f"  - {item.title}{lost}{who}{state}")
+            if item.detail:
+                lines.append(f"    {item.detail[:200]}")
+            if item.url:
+                lines.append(f"    {item.url}")
         if len(group) > 20:
             lines.append(f"  … and {len(group) - 20} more in the inbox")
         lines.append("")

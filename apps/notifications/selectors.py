@@ -22,8 +22,13 @@ from apps.jobs.selectors import job_list_for_user
 from apps.saturation.models import JobSaturation
 from apps.saturation.waste import gpu_hours_lost, is_wasteful
 
+from apps.triage.selectors import triage_items
+
 from .messages import DigestItem
 from .models import NotificationSent, ProjectNotifications
+
+
+DIGEST_MAX_ITEMS = 500
 
 
 def project_get_for_user(user, account: str) -> Project | None:
@@ -113,25 +118,9 @@ def job_waste(job: Job, record: JobSaturation, now: datetime):
                           per_gpu=record.per_gpu or None)
 
 
-def digest_items(now: datetime) -> list[DigestItem]:
-    """What the staff digest lists: the triage inbox's open items.
-
-    Stand-in until ``apps.triage.selectors`` exists: the wasteful running jobs (all projects, opted in or not)
-    with their GPU-hours lost, and the running jobs' stragglers. Point this at the triage inbox when it lands:
-    it must return ``DigestItem``s (kind, title, url, owner, state, lost_gpu_hours), open items first.
-    """
-    items: list[DigestItem] = []
-    for job, record in running_records():
-        if record is None:
-            continue
-        label = f"{job.cluster.name}/{job.display_id}" + (f" {job.name[:40]}" if job.name else "")
-        if job_is_wasteful(job, record):
-            waste = job_waste(job, record, now)
-            score = f"S {record.score:.0f}" if record.score is not None else "no score"
-            items.append(DigestItem(kind="wasteful_job", title=f"{label} ({job.user_name}, {job_gpus(job, record)} GPUs, {score}, "
-                                                               f"{record.idle_gpus or 0} idle)",
-                                    url=job_link(job), owner=job.user_name, lost_gpu_hours=round(waste.lost, 1)))
-        for finding in record.stragglers or []:
-            items.append(DigestItem(kind="straggler", title=f"{label}: {finding.get('reason') or finding.get('host') or '?'}",
-                                    url=job_link(job) + "#stragglers", owner=job.user_name))
-    return items
+def digest_items() -> list[DigestItem]:
+    """The triage inbox's open items (new and acknowledged; muted and resolved left out), in the inbox's order."""
+    site = settings.SITE_URL.rstrip("/")
+    return [DigestItem(kind=item.kind, title=item.title, detail=item.detail, owner=item.owner, state=item.state,
+                       url=site + item.url if item.url.startswith("/") else item.url, lost_gpu_hours=item.gpu_hours_lost)
+            for item in triage_items(state="open")[:DIGEST_MAX_ITEMS]]

@@ -32,6 +32,7 @@ from apps.accounts.models import Project
 from apps.jobs.choices import JobStateChoices
 from apps.jobs.models import Job
 from apps.saturation.choices import JobSaturationStatusChoices
+from apps.triage.services import triage_sync
 
 from . import messages
 from .choices import NotificationSentReasonChoices as Reason
@@ -189,12 +190,10 @@ def notify_running_jobs(now: datetime | None = None, progress=None) -> dict:
 # ---------------------------------------------------------------------------------------------
 # Staff digest
 
-TRIAGE_INBOX_PATH = "/staff/triage/"  # the triage app's inbox (a stable browser path)
-
-
 def staff_digest(now: datetime | None = None) -> dict:
     """Mail NOTIFY_STAFF_DIGEST_EMAILS a digest of the triage inbox, once per NOTIFY_STAFF_DIGEST_HOURS period
-    (a second call in the same period sends nothing, unless the first one's mail failed)."""
+    (a second call in the same period sends nothing, unless the first one's mail failed). The inbox is rebuilt
+    from its sources first (``apps.triage.services.triage_sync``), so the digest is as of now."""
     now = now or timezone.now()
     recipients = [address for address in settings.NOTIFY_STAFF_DIGEST_EMAILS if address]
     if not recipients:
@@ -210,9 +209,15 @@ def staff_digest(now: datetime | None = None) -> dict:
         if not retried:
             return {"status": "already sent", "slot": slot}
         digest = StaffDigest.objects.get(slot=slot)
-    items = digest_items(now)
-    message = messages.digest_message(items, inbox_link=settings.SITE_URL.rstrip("/") + TRIAGE_INBOX_PATH,
-                                      period_hours=period / 3600.0, when=f"{now:%Y-%m-%d %H:%M} UTC")
+    try:  # the inbox as of now: rebuilt from its sources first (what beat does every TRIAGE_SYNC_SECONDS)
+        triage_sync(now)
+        synced = f"{now:%Y-%m-%d %H:%M} UTC"
+    except Exception as exc:  # noqa: BLE001 - the digest still goes out, saying the inbox may be stale
+        log.warning("staff digest %s: the triage sync failed: %s", slot, exc)
+        synced = f"(the rebuild failed now: {exc}; the items are as of the last successful one)"
+    items = digest_items()
+    message = messages.digest_message(items, inbox_link=settings.SITE_URL.rstrip("/") + reverse("triage:inbox"),
+                                      period_hours=period / 3600.0, when=f"{now:%Y-%m-%d %H:%M} UTC", synced=synced)
     digest.subject, digest.items = message.subject[:300], len(items)
     try:
         EmailMessage(message.subject, message.body, settings.DEFAULT_FROM_EMAIL, recipients).send()

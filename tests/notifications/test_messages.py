@@ -78,10 +78,16 @@ def test_the_digest_counts_open_items_and_ranks_wasteful_jobs_by_gpu_hours_lost(
     items = [DigestItem("wasteful_job", "alps/1 small", lost_gpu_hours=3.5, owner="bob"),
              DigestItem("wasteful_job", "alps/2 idle", lost_gpu_hours=120.0, owner="carol"),
              DigestItem("straggler", "alps/3: nid1 GPU 0", url="https://x/jobs/alps/3/#stragglers"),
-             DigestItem("namespace", "a-llm01-infer waiting", state="resolved")]
-    message = digest_message(items, inbox_link="https://x/staff/triage/", period_hours=24, when="2026-11-26 08:00 UTC")
-    assert message.subject == "[Belvedere] triage: 3 items need a person"
+             DigestItem("namespace_request", "a-llm01-infer waiting", state="resolved"),
+             DigestItem("failing_node", "nid001234 failing", detail="dcgm diag failed 3 times", state="acknowledged")]
+    message = digest_message(items, inbox_link="https://x/staff/triage/", period_hours=24, when="2026-11-26 08:00 UTC",
+                             synced="2026-11-26 07:58 UTC")
+    assert message.subject == "[Belvedere] triage: 4 items need a person"
+    assert "2 wasteful running jobs, 1 stragglers, 1 failing nodes" in message.body
+    assert "nid001234 failing (acknowledged)\n    dcgm diag failed 3 times" in message.body
+    assert "Rebuilt from its sources at 2026-11-26 07:58 UTC" in message.body
     assert message.body.index("alps/2 idle") < message.body.index("alps/1 small")
     assert "120.0 GPU-hours lost [carol]" in message.body and "https://x/staff/triage/" in message.body
     assert "a-llm01-infer" not in message.body  # resolved: not in the digest
-    assert digest_message([], inbox_link="l", period_hours=24, when="w").subject == "[Belvedere] triage: nothing needs a person"
+    never = digest_message([], inbox_link="l", period_hours=24, when="w", synced=None)
+    assert never.subject == "[Belvedere] triage: nothing needs a person" and "never rebuilt" in never.body

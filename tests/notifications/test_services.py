@@ -182,13 +182,21 @@ def test_two_workers_at_once_claim_one_mail(running_job):
 
 
 def test_the_staff_digest_lists_the_inbox_once_per_period(smtp_settings, running_job, settings):
+    """The digest rebuilds the triage inbox from its sources, then mails its open items, wasteful jobs by GPU-hours
+    lost; muted items are left out; a second digest in the same period sends nothing."""
+    from apps.triage.models import TriageItem
+    from apps.triage.services import triage_sync
+
     inbox = smtp_settings
     settings.NOTIFY_STAFF_DIGEST_EMAILS = ["ops@example.org", "hpc@example.org"]
     settings.NOTIFY_STAFF_DIGEST_HOURS = 24.0
     running_job("a-any", "kim", 9101, score=45.0, idle_gpus=12)  # any project: staff see all
     running_job("a-any", "lee", 9102, score=8.0)
     running_job("a-any", "max", 9103, score=80.0)  # fine: not listed
+    running_job("a-any", "ned", 9104, score=5.0)  # wasteful, but staff muted it
     now = timezone.now()
+    triage_sync(now - timedelta(minutes=5))
+    TriageItem.objects.filter(key__endswith="alps/9104").update(state="muted", muted_until=now + timedelta(days=3))
     outcome = staff_digest(now=now)
     assert outcome["status"] == "sent" and outcome["items"] == 2
     assert staff_digest(now=now + timedelta(seconds=1))["status"] == "already sent"
@@ -199,8 +207,10 @@ def test_the_staff_digest_lists_the_inbox_once_per_period(smtp_settings, running
     # By GPU-hours lost, most first: S 8 on 16 GPUs for 3 h loses 48 × 0.92 = 44.2; 12 idle GPUs of 16 lose 36 (whole),
     # the 4 busy ones carry S 45 × 16 / 4 > 100: nothing more.
     assert body.index("alps/9102") < body.index("alps/9101")
-    assert "44.2 GPU-hours lost [lee]" in body and "36.0 GPU-hours lost [kim]" in body
-    assert "alps/9103" not in body and "https://belvedere.example/staff/triage/" in body
+    assert "44.2 GPU-hours lost [lee (a-any)]" in body and "36.0 GPU-hours lost [kim (a-any)]" in body
+    assert "alps/9103" not in body and "alps/9104" not in body
+    assert "https://belvedere.example/staff/triage/" in body and "https://belvedere.example/jobs/alps/9102/" in body
+    assert f"Rebuilt from its sources at {now:%Y-%m-%d %H:%M} UTC" in body
     assert StaffDigest.objects.get().status == "sent"
 
 
