@@ -16,6 +16,7 @@ from django.urls import reverse
 from apps.accounts.choices import MembershipRoleChoices
 from apps.accounts.models import Membership, Project
 from apps.accounts.selectors import project_list_for_user
+from apps.core.models import TaskRun
 from apps.jobs.choices import JobStateChoices
 from apps.jobs.models import Job
 from apps.jobs.selectors import job_list_for_user
@@ -78,6 +79,17 @@ def notifications_sent_for_user(user, limit: int = 50) -> QuerySet[NotificationS
     if not user.is_staff:
         queryset = queryset.filter(job__in=jobs.values("pk"))
     return queryset.order_by("-sent_at", "-pk")[:limit]
+
+
+def last_check():
+    """The last finished run of ``notifications.notify_running_jobs`` (None when beat never ran it)."""
+    return (TaskRun.objects.filter(name="notifications.notify_running_jobs", finished__isnull=False)
+            .order_by("-finished").only("finished", "status", "message").first())
+
+
+def mail_leaves() -> bool:
+    """Whether the configured backend sends mail anywhere (console, file, in-memory and dummy backends do not)."""
+    return not any(word in settings.EMAIL_BACKEND for word in (".console.", ".locmem.", ".dummy.", ".filebased."))
 
 
 def job_link(job: Job) -> str:

@@ -12,8 +12,8 @@ from django.views.generic import TemplateView
 
 from .choices import NotificationSentStatusChoices
 from .forms import ProjectNotificationsForm
-from .selectors import (notifications_sent_for_user, project_get_for_user, project_notifications_for_user,
-                        project_notifications_may_change)
+from .selectors import (last_check, mail_leaves, notifications_sent_for_user, project_get_for_user,
+                        project_notifications_for_user, project_notifications_may_change)
 from .services import project_notifications_update
 
 
@@ -35,7 +35,7 @@ class NotificationsIndexView(TemplateView):
             email=(user.email or "").strip(), may_change_any=any(row["may_change"] for row in projects),
             score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE,
             rate_hours=settings.NOTIFY_RATE_LIMIT_HOURS, straggler_minutes=settings.NOTIFY_STRAGGLER_MINUTES,
-            every_minutes=settings.NOTIFY_SECONDS / 60,
+            every_minutes=settings.NOTIFY_SECONDS / 60, last_check=last_check(), mail_leaves=mail_leaves(),
         )
         return context
 

@@ -145,3 +145,18 @@ def test_queries_do_not_grow_with_projects_and_mails(client, api_client, team, r
     large = counts()
     assert large == small, dict(zip(paths, zip(small, large)))
     assert max(large) <= 12
+
+
+def test_the_page_says_when_mail_does_not_leave_and_when_jobs_were_last_checked(client, team, settings):
+    from apps.core.models import TaskRun
+
+    client.force_login(team["member"])
+    settings.EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+    page = client.get("/notifications/").content.decode()
+    assert 'id="notify-no-delivery"' in page and "never checked" in page
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    run = TaskRun.objects.create(name="notifications.notify_running_jobs", subject="s")
+    run.start("looking")
+    run.finish()
+    page = client.get("/notifications/").content.decode()
+    assert 'id="notify-no-delivery"' not in page and "Running jobs last checked" in page and "never checked" not in page
