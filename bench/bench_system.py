@@ -158,17 +158,19 @@ def cold_load(browser, state: dict, url: str, wait_ready: bool, switch: bool = F
         result = {"bytes": sum(counted.values()), "requests": sum(1 for ts, _, _ in sent.values() if ts <= cutoff),
                   "load_s": load_ms / 1000, "interactive_s": ready_ms / 1000,
                   "largest": sorted(((size, sent.get(rid, (0, "?", ""))[1]) for rid, size in counted.items()), reverse=True)[:4]}
+        if os.environ.get("BENCH_SYSTEM_DEBUG"):
+            print("  requests:", [(round(ts - origin, 3), u.split("/", 3)[-1][:40]) for ts, u, _ in sent.values()], file=sys.stderr)
         if wait_ready:
             result["timing"] = page.evaluate("() => document.documentElement.dataset.systemTiming || ''")
             result["coloured_nodes"] = page.evaluate("() => document.getElementById('system-map').data[0].marker.color.length")
+        if shot is not None:  # the page as it opens: every node coloured by S
+            page.screenshot(path=str(shot), full_page=True)
         if switch:
             navigations = page.evaluate("() => performance.getEntriesByType('navigation').length")
             outcome = page.evaluate(SWITCH)
             same = page.evaluate("() => window.__benchMarker === 'same-window'") and \
                 page.evaluate("() => performance.getEntriesByType('navigation').length") == navigations
             result["switch"] = {"ok": bool(outcome["ok"] and same), "seconds": outcome["ms"] / 1000}
-        if shot is not None:
-            page.screenshot(path=str(shot), full_page=True)
         return result
     finally:
         context.close()

@@ -92,11 +92,15 @@ def _jobs_since(since, cluster: str | None):
                          "name", "user_name", "account", "state", "start_time", "end_time", "gpus", "node_list")
 
 
-def system_overview(user, cluster: str | None = None, now=None) -> dict:
-    """Everything the system page and ``GET /api/v1/system/overview/`` show, as ``user`` may see it."""
+def system_overview(user, cluster: str | None = None, now=None, *, histogram: bool = True) -> dict:
+    """Everything the system page and ``GET /api/v1/system/overview/`` show, as ``user`` may see it.
+    ``histogram=False`` (the page's first screen) reads the running jobs only and leaves the histogram out."""
     now = now or timezone.now()
     since = now - max(WINDOWS.values())
-    jobs = list(_jobs_since(since, cluster))
+    jobs = _jobs_since(since, cluster)
+    if not histogram:
+        jobs = jobs.filter(state=JobStateChoices.RUNNING)
+    jobs = list(jobs)
     visible_pks = set(job_list_for_user(user).filter(pk__in=[job.pk for job in jobs]).values_list("pk", flat=True))
     records = _records([job.pk for job in jobs])
     rows = [_row(job, records.get(job.pk), job.pk in visible_pks, now) for job in jobs]
@@ -122,7 +126,7 @@ def system_overview(user, cluster: str | None = None, now=None) -> dict:
         "switches": switches,
         "network": None,
         "network_note": overview.NETWORK_NOTE,
-        "histogram": {name: overview.histogram(rows, name) for name in WINDOWS},
+        "histogram": {name: overview.histogram(rows, name) for name in WINDOWS} if histogram else None,
         "histogram_note": ("Each job's steady-state score (per GPU where known) spread over its whole overlap with the "
                            "window: GPU-hours at each saturation level, not when they happened."),
         "_running_rows": running,
@@ -131,9 +135,15 @@ def system_overview(user, cluster: str | None = None, now=None) -> dict:
     }
 
 
-def system_map(user, cluster: str | None = None, now=None) -> dict:
-    """The overview plus the compact node arrays of the dragonfly drawing (the page's map)."""
+def system_histogram(user, cluster: str | None = None, now=None) -> dict:
+    """The saturation histogram over the last 24 h and 7 days (aggregates only: the same for every viewer)."""
     answer = system_overview(user, cluster, now)
+    return {"generated": answer["generated"], "histogram": answer["histogram"], "note": answer["histogram_note"]}
+
+
+def system_map(user, cluster: str | None = None, now=None) -> dict:
+    """The running jobs' overview (no histogram) plus the compact node arrays of the dragonfly drawing."""
+    answer = system_overview(user, cluster, now, histogram=False)
     layout = machine_layout(answer["_topology"])
     answer["map"] = {**layout, **overview.node_map_payload(answer["_running_rows"], answer["_nodes"], layout["hosts"])}
     return answer

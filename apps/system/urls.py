@@ -7,4 +7,5 @@ app_name = "system"
 urlpatterns = [
     path("", views.SystemView.as_view(), name="index"),
     path("data.json", views.system_data, name="data"),
+    path("histogram.json", views.histogram_data, name="histogram"),
 ]

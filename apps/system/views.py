@@ -5,9 +5,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import JsonResponse
 from django.views.generic import TemplateView
 
-from .selectors import system_map, system_overview
+from .selectors import system_histogram, system_map, system_overview
 
-DATA_KEYS = ("generated", "totals", "coverage", "jobs", "groups", "switches", "histogram", "map")
+DATA_KEYS = ("generated", "totals", "coverage", "jobs", "groups", "switches", "map")
 
 
 class SystemView(LoginRequiredMixin, TemplateView):
@@ -15,15 +15,22 @@ class SystemView(LoginRequiredMixin, TemplateView):
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
-        answer = system_overview(self.request.user)
+        answer = system_overview(self.request.user, histogram=False)  # the histogram comes with the figures' JSON
         context.update({key: answer[key] for key in ("generated", "totals", "coverage", "worst_jobs", "groups",
                                                      "network_note", "histogram_note")})
         return context
 
 
 def system_data(request):
-    """The page's figures: the node map (compact arrays), running jobs as the viewer may see them, load, histogram."""
+    """The page's first figures: the node map (compact arrays), running jobs as the viewer may see them, load."""
     if not request.user.is_authenticated:
         return JsonResponse({"detail": "sign in to see the system"}, status=403)
     answer = system_map(request.user)
     return JsonResponse({key: answer[key] for key in DATA_KEYS}, encoder=DjangoJSONEncoder)
+
+
+def histogram_data(request):
+    """The saturation histogram 24 h / 7 d, fetched after the map has drawn (it reads a week of jobs)."""
+    if not request.user.is_authenticated:
+        return JsonResponse({"detail": "sign in to see the system"}, status=403)
+    return JsonResponse(system_histogram(request.user), encoder=DjangoJSONEncoder)

@@ -198,14 +198,23 @@
       document.querySelectorAll(".colour-mode").forEach((other) => other.setAttribute("aria-pressed", String(other === button)));
       await recolour(mapElement, data, button.dataset.colour);
     }));
-    const histogram = document.getElementById("system-histogram");
-    drawHistogram(histogram, data, "24h");
-    document.querySelectorAll(".histogram-window").forEach((button) => button.addEventListener("click", () => {
-      document.querySelectorAll(".histogram-window").forEach((other) => other.setAttribute("aria-pressed", String(other === button)));
-      drawHistogram(histogram, data, button.dataset.window);
-    }));
     drawLoad(document.getElementById("system-load"), data);
     drawScatter(document.getElementById("system-scatter"), data);
+    // The histogram reads a week of jobs: asked for once the first screen is drawn.
+    const histogram = document.getElementById("system-histogram");
+    try {
+      const response = await fetch(histogram.dataset.url, { credentials: "same-origin" });
+      if (!response.ok) throw new Error(`the server answered ${response.status}`);
+      const week = await response.json();
+      histogram.innerHTML = "";
+      await drawHistogram(histogram, week, "24h");
+      document.querySelectorAll(".histogram-window").forEach((button) => button.addEventListener("click", () => {
+        document.querySelectorAll(".histogram-window").forEach((other) => other.setAttribute("aria-pressed", String(other === button)));
+        drawHistogram(histogram, week, button.dataset.window);
+      }));
+    } catch (error) {
+      histogram.innerHTML = `<p class="form-errors" role="alert">The histogram could not be loaded: ${esc(error.message)}</p>`;
+    }
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

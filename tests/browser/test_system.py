@@ -46,8 +46,11 @@ def test_system_page_switches_colouring_in_place(live_server, page, screenshot, 
     assert by_s[hosts.index("nid000001")] != by_s[hosts.index("nid000009")]  # S 61.3 and 20 differ in colour
     assert "vetting: suspect" in page.evaluate(f"() => document.getElementById('system-map').data[0].text[{suspect}]")
 
+    page.wait_for_function("() => document.getElementById('system-histogram').dataset.window === '24h'", timeout=30_000)
+    day = page.evaluate("() => document.getElementById('system-histogram').data[0].y")
     page.get_by_role("button", name="last 7 days").click()
     page.wait_for_function("() => document.getElementById('system-histogram').dataset.window === '7d'")
+    assert page.evaluate("() => document.getElementById('system-histogram').data[0].y") != day  # the week holds the done job
     assert OTHER_NAME not in page.content()
     page.get_by_role("button", name="saturation S").click()
     page.wait_for_function("() => document.getElementById('system-map').dataset.colour === 's'")

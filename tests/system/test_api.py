@@ -77,7 +77,7 @@ def test_unknown_cluster_is_a_400_that_names_it(client, world):
 
 def test_signed_in_users_only(client, world):
     assert client.get(URL).status_code in (401, 403)
-    for path in ("/system/", "/system/data.json"):
+    for path in ("/system/", "/system/data.json", "/system/histogram.json"):
         response = client.get(path)
         assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
 
@@ -110,3 +110,10 @@ def test_figures_json_colours_every_node_and_hides_other_projects(client, world)
 def test_login_then_page(client, world):
     assert client.login(username="rita", password=PASSWORD)
     assert client.get("/system/").status_code == 200
+
+
+def test_histogram_json_is_the_apis_histogram(client, world):
+    client = client_as(client, world, "other")
+    page = client.get("/system/histogram.json").json()["histogram"]
+    assert page == client.get(URL).json()["histogram"]
+    assert set(page) == {"24h", "7d"} and page["7d"]["gpu_hours"] > page["24h"]["gpu_hours"] > 0
