@@ -17,7 +17,8 @@ from apps.jobs.selectors import job_list_for_user
 from .usage import JobRow, usage_report
 
 _FIELDS = ("cluster__name", "job_id", "name", "user_name", "account", "partition", "gpus", "start_time", "end_time",
-           "saturation__score", "saturation__idle_gpus", "saturation__per_gpu", "saturation__energy_j")
+           "saturation__score", "saturation__idle_gpus", "saturation__per_gpu", "saturation__energy_j",
+           "saturation__steady_start", "saturation__scored_until")
 
 
 def report_jobs_for_user(user, *, since: datetime, until: datetime, project: str | None = None,
@@ -37,11 +38,13 @@ def report_jobs_for_user(user, *, since: datetime, until: datetime, project: str
 
 def report_rows(queryset: QuerySet[Job]) -> list[JobRow]:
     """The jobs of ``queryset`` with their saturation result, in one query. A score counts once computed (a
-    re-scoring in progress keeps the previous one)."""
+    re-scoring in progress keeps the previous one); its energy covers the scored steady state only."""
     return [JobRow(cluster=row["cluster__name"], job_id=row["job_id"], name=row["name"], user=row["user_name"],
                    account=row["account"], partition=row["partition"], gpus=row["gpus"], start=row["start_time"],
                    end=row["end_time"], score=row["saturation__score"], idle_gpus=row["saturation__idle_gpus"] or 0,
-                   per_gpu=row["saturation__per_gpu"] or None, energy_j=row["saturation__energy_j"])
+                   per_gpu=row["saturation__per_gpu"] or None, energy_j=row["saturation__energy_j"],
+                   # the scoring sums power over its steady state: from the end of the warm-up to the last bucket scored
+                   energy_start=row["saturation__steady_start"], energy_end=row["saturation__scored_until"])
             for row in queryset.order_by().values(*_FIELDS)]
 
 

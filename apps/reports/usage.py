@@ -11,8 +11,10 @@ Per group (and for all jobs together):
   share of the GPU-hours that carry a score (None when none does: never guessed);
 - ``idle_gpu_hours`` and ``gpu_hours_lost``: :func:`apps.saturation.waste.gpu_hours_lost` on the overlap hours,
   with ``lost_known_share`` the share of GPU-hours whose loss is known (GPUs without a score lose nothing known);
-- ``energy_kwh``: each job's ``energy_j`` scaled by the share of its run inside the window; a job without an
-  energy reading adds nothing, and ``energy_share`` says which share of the GPU-hours the energy covers;
+- ``energy_kwh``: each job's ``energy_j``, measured over ``[energy_start, energy_end)`` (the scored span; the whole
+  run when not given), scaled by the share of that span inside the window; time outside the measured span and
+  jobs without a reading add nothing (never extrapolated), and ``energy_share`` says which share of the GPU-hours
+  the energy covers;
 - ``jobs``: the jobs whose run overlaps the window (with or without GPUs).
 
 Plus the most wasteful jobs (by GPU-hours lost in the window) and a histogram of job scores in 10-point bins.
@@ -49,8 +51,10 @@ class JobRow:
     score: float | None = None  # 0–100
     idle_gpus: int = 0
     per_gpu: list | None = None
-    energy_j: float | None = None  # the whole run's energy (so far, for a running job)
+    energy_j: float | None = None  # energy over [energy_start, energy_end) (the whole run when those are None)
     name: str = ""
+    energy_start: datetime | None = None
+    energy_end: datetime | None = None
 
     @classmethod
     def of(cls, row: "JobRow | Mapping") -> "JobRow":
@@ -69,6 +73,7 @@ class JobUsage:
     idle_gpu_hours: float
     known_gpu_hours: float  # GPU-hours whose loss is known
     energy_kwh: float | None
+    energy_gpu_hours: float = 0.0  # GPU-hours inside the window whose energy was measured
 
 
 def _finite(value) -> float | None:
@@ -95,11 +100,18 @@ def job_usage(row: JobRow | Mapping, since: datetime, until: datetime, now: date
         return None
     gpus = max(0, int(row.gpus or 0))
     waste = gpu_hours_lost(hours, gpus, score=row.score, idle_gpus=row.idle_gpus or 0, per_gpu=row.per_gpu)
-    energy = _finite(row.energy_j)
-    run_hours = _hours(row.start, end)
-    energy_kwh = energy * (hours / run_hours) / 3.6e6 if energy is not None and run_hours > 0 else None
+    energy, energy_kwh, energy_gpu_hours = _finite(row.energy_j), None, 0.0
+    measured_start = max(row.energy_start or row.start, row.start)
+    measured_end = min(row.energy_end or end, end)
+    measured_hours = _hours(measured_start, measured_end)
+    if energy is not None and measured_hours > 0:
+        inside = _hours(max(measured_start, since), min(measured_end, until))
+        if inside > 0:  # a reading of another part of the run says nothing about this one
+            energy_kwh = energy * (inside / measured_hours) / 3.6e6
+            energy_gpu_hours = gpus * inside
     return JobUsage(row=row, hours=hours, gpu_hours=gpus * hours, lost=waste.lost, idle_gpu_hours=waste.idle_gpu_hours,
-                    known_gpu_hours=(gpus - waste.unknown_gpus) * hours, energy_kwh=energy_kwh)
+                    known_gpu_hours=(gpus - waste.unknown_gpus) * hours, energy_kwh=energy_kwh,
+                    energy_gpu_hours=energy_gpu_hours)
 
 
 def _share(part: float, whole: float) -> float | None:
@@ -120,7 +132,7 @@ def _aggregate(usages: list[JobUsage]) -> dict:
         "gpu_hours_lost": sum(u.lost for u in usages),
         "lost_known_share": _share(sum(u.known_gpu_hours for u in usages), gpu_hours),
         "energy_kwh": sum(u.energy_kwh for u in with_energy) if with_energy else None,
-        "energy_share": _share(sum(u.gpu_hours for u in with_energy), gpu_hours),
+        "energy_share": _share(sum(u.energy_gpu_hours for u in with_energy), gpu_hours),
     }
 
 

@@ -55,7 +55,7 @@
       ["GPU-hours lost", hours(t.gpu_hours_lost), `${percent(lostShare)} of all; ${hours(t.idle_gpu_hours)} on idle GPUs; loss known for ${percent(t.lost_known_share)}`,
         lostShare === null ? "info" : lostShare > 0.5 ? "critical" : lostShare > 0.25 ? "warning" : "ok", "fact-lost"],
       ["Biggest loss", report.biggest ? (report.biggest.key || "(none)") : "–", report.biggest ? `${hours(report.biggest.gpu_hours_lost)} GPU-h, ${percent(report.biggest.share)}` : "nothing lost that is known", "info", "fact-biggest"],
-      ["Energy", t.energy_kwh === null ? "–" : `${number(t.energy_kwh)} kWh`, `readings for ${percent(t.energy_share)} of GPU-hours`, "info", "fact-energy"],
+      ["Energy", t.energy_kwh === null ? "–" : `${number(t.energy_kwh)} kWh`, `measured for ${percent(t.energy_share)} of GPU-hours`, "info", "fact-energy"],
     ];
     facts.replaceChildren(...items.map(([label, value, detail, level, id]) =>
       el("div", { class: `fact fact--${level}`, role: "listitem", id },
@@ -102,7 +102,7 @@
         el("td", { class: "num" }, hours(row.idle_gpu_hours)),
         el("td", { class: "num" }, bar, hours(row.gpu_hours_lost)),
         el("td", { class: "num" }, percent(lostShare)),
-        el("td", { class: "num", title: `energy readings for ${percent(row.energy_share)} of GPU-hours` },
+        el("td", { class: "num", title: `energy measured for ${percent(row.energy_share)} of GPU-hours` },
           row.energy_kwh === null ? "–" : hours(row.energy_kwh)));
     }));
   }

@@ -137,3 +137,19 @@ def test_rows_may_be_plain_mappings():
            "start": t(1, 1), "end": t(1, 3), "score": None, "idle_gpus": 0, "per_gpu": None, "energy_j": None,
            "extra": "ignored"}
     assert usage_report([row], since=SINCE, until=UNTIL, now=t(3))["totals"]["gpu_hours"] == pytest.approx(8)
+
+
+def test_energy_counts_only_the_measured_span_inside_the_window():
+    # 8 GPUs, run 31 Oct 20:00 to 1 Nov 06:00; energy 10 kWh measured from 31 Oct 22:00 to 1 Nov 02:00 (4 h).
+    row = job(1, gpus=8, start=t(0, 20), end=t(1, 6), energy_j=10 * 3.6e6, energy_start=t(0, 22), energy_end=t(1, 2))
+    usage = job_usage(row, SINCE, UNTIL, t(3))
+    assert usage.gpu_hours == pytest.approx(8 * 6)
+    assert usage.energy_kwh == pytest.approx(10 * 2 / 4)  # 00:00-02:00 of the 4 measured hours
+    assert usage.energy_gpu_hours == pytest.approx(8 * 2)
+    totals = usage_report([row], since=SINCE, until=UNTIL, now=t(3))["totals"]
+    assert totals["energy_kwh"] == pytest.approx(5) and totals["energy_share"] == pytest.approx(16 / 48)
+    # measured only before the window: nothing known inside it, so no energy rather than 0 kWh
+    before = job(2, gpus=8, start=t(0, 20), end=t(1, 6), energy_j=3.6e6, energy_start=t(0, 20), energy_end=t(0, 23))
+    assert job_usage(before, SINCE, UNTIL, t(3)).energy_kwh is None
+    alone = usage_report([before], since=SINCE, until=UNTIL, now=t(3))["totals"]
+    assert alone["energy_kwh"] is None and alone["energy_share"] == 0

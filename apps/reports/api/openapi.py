@@ -12,8 +12,8 @@ class UsageMeasures(serializers.Serializer):
     idle_gpu_hours = serializers.FloatField()
     gpu_hours_lost = serializers.FloatField(help_text="GPU-hours × (1 − S), idle GPUs whole; unknown loss not counted.")
     lost_known_share = serializers.FloatField(allow_null=True, help_text="Share of the GPU-hours whose loss is known.")
-    energy_kwh = serializers.FloatField(allow_null=True, help_text="Energy inside the window; null when no job has a reading.")
-    energy_share = serializers.FloatField(allow_null=True, help_text="Share of the GPU-hours with an energy reading.")
+    energy_kwh = serializers.FloatField(allow_null=True, help_text="Energy measured inside the window (kWh); null when none was.")
+    energy_share = serializers.FloatField(allow_null=True, help_text="Share of the GPU-hours whose energy was measured.")
 
 
 class UsageRow(UsageMeasures):
