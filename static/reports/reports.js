@@ -61,7 +61,7 @@
       el("div", { class: `fact fact--${level}`, role: "listitem", id },
         el("span", { class: "fact__label" }, label), el("span", { class: "fact__value" }, value), el("span", { class: "fact__detail" }, detail))));
     document.getElementById("report-coverage").textContent = t.jobs
-      ? `Coverage: ${percent(t.scored_share)} of the GPU-hours have a saturation score, ${percent(t.energy_share)} an energy reading; ` +
+      ? `Coverage: ${percent(t.scored_share)} of the GPU-hours have a saturation score, ${percent(t.energy_share)} a measured energy; ` +
         "the rest is left out of the means and sums, never guessed. Running jobs count until " + utc(report.window.until < report.window.now ? report.window.until : report.window.now) + "."
       : "";
   }
