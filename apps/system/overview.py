@@ -152,7 +152,8 @@ def location_load(jobs: Iterable[JobRow], nodes: Mapping[str, NodeInfo]) -> tupl
                 name = info.switches[gpu] if 0 <= gpu < len(info.switches) else info.switches[0]
                 switches.setdefault(name, _new_load())["idle_gpus"] += 1
     group_rows = [_finish(str(g), groups[g], group=g) for g in sorted(groups)]
-    switch_rows = [_finish(name, switches[name], switch=name, group=int(name.split(".")[0]) if name.split(".")[0].isdigit() else None)
+    switch_rows = [_finish(name, switches[name], switch=name,
+                           group=int(name.split(".")[0]) if name.split(".")[0].isdigit() else None)
                    for name in sorted(switches, key=_switch_order)]
     return group_rows, switch_rows
 

@@ -75,7 +75,8 @@ def _row(job: Job, record: dict | None, visible: bool, now) -> overview.JobRow:
         straggler_hosts=sorted(set(overview.straggler_hosts_of(per_gpu)) | {
             host for item in (record or {}).get("stragglers") or [] if isinstance(item, dict)
             for host in (item.get("hosts") or ([item["host"]] if item.get("host") else []))}),
-        hours=hours, url=reverse("jobs:detail", args=[job.cluster.name, job.job_id]), running=job.state == JobStateChoices.RUNNING,
+        hours=hours, url=reverse("jobs:detail", args=[job.cluster.name, job.job_id]),
+        running=job.state == JobStateChoices.RUNNING,
         window_hours={name: overview.overlap_hours(window[0], window[1], now - length, now) if window else 0.0
                       for name, length in WINDOWS.items()},
     )
@@ -119,7 +120,8 @@ def system_overview(user, cluster: str | None = None, now=None, *, histogram: bo
         "cluster": cluster,
         "totals": totals,
         "coverage": {"running_jobs": totals["running_jobs"], "scored_jobs": totals["scored_jobs"], "newest_score": newest,
-                     "note": "S is each job's steady-state mean from its latest saturation record, not a value at this moment."},
+                     "note": "S is each job's steady-state mean from its latest saturation record, "
+                             "not a value at this moment."},
         "jobs": public,
         "worst_jobs": overview.worst_jobs(public),
         "groups": groups,

@@ -9,9 +9,11 @@ class LoadRow(serializers.Serializer):
     switch = serializers.CharField(required=False, help_text="group.switch, e.g. 3.12 (switch rows only).")
     jobs = serializers.IntegerField(min_value=0)
     nodes = serializers.IntegerField(min_value=0, help_text="Allocated nodes there.")
-    gpus = serializers.FloatField(min_value=0, help_text="GPUs the running jobs hold there (a node's GPUs spread over its NICs' switches).")
+    gpus = serializers.FloatField(min_value=0, help_text="GPUs the running jobs hold there (a node's GPUs spread "
+                                                         "over its NICs' switches).")
     scored_gpus = serializers.FloatField(min_value=0)
-    mean_s = serializers.FloatField(allow_null=True, help_text="GPU-weighted mean saturation score (0-100) of the scored jobs there.")
+    mean_s = serializers.FloatField(allow_null=True,
+                                    help_text="GPU-weighted mean saturation score (0-100) of the scored jobs there.")
     idle_gpus = serializers.IntegerField(min_value=0)
     network = serializers.JSONField(allow_null=True, help_text="Always null: no network counters are ingested yet.")
 
@@ -53,7 +55,8 @@ class Totals(serializers.Serializer):
     scored_gpus = serializers.IntegerField(min_value=0)
     mean_s = serializers.FloatField(allow_null=True, help_text="GPU-weighted mean S of the scored running jobs.")
     gpu_hours_lost_per_hour = serializers.FloatField(min_value=0)
-    gpus_of_unknown_loss = serializers.IntegerField(min_value=0, help_text="GPUs without a score: their loss is unknown, not counted.")
+    gpus_of_unknown_loss = serializers.IntegerField(
+        min_value=0, help_text="GPUs without a score: their loss is unknown, not counted.")
 
 
 class Coverage(serializers.Serializer):
