@@ -152,12 +152,15 @@ def context(job, request) -> dict:
                 "limiter": other.limiter or "–",
                 "load": load_words(other), "heavy": other.high_link}
 
-    boundaries = [{"words": b.words, "pipelines": b.pipelines, "of": b.of,
-                   "neighbours": [{**labels[n.other.key], "load": load_words(n.other), "since": clock(n.since, now),
-                                   "until": clock(n.until, now) if n.until else None,
-                                   "groups": ", ".join(str(g) for g in n.groups), "heavy": n.other.high_link}
-                                  for n in b.neighbours[:5]], "more": max(0, len(b.neighbours) - 5)}
-                  for b in result.boundaries]
+    def boundary_row(boundary):
+        scored = [n for n in boundary.neighbours if n.other.link is not None]  # the evidence: jobs with a known load
+        return {"words": boundary.words, "pipelines": boundary.pipelines, "of": boundary.of,
+                "neighbours": [{**labels[n.other.key], "load": load_words(n.other), "since": clock(n.since, now),
+                                "until": clock(n.until, now) if n.until else None,
+                                "groups": ", ".join(str(g) for g in n.groups), "heavy": n.other.high_link} for n in scored[:3]],
+                "more": len(boundary.neighbours) - len(scored[:3]), "unscored": len(boundary.neighbours) - len(scored)}
+
+    boundaries = [boundary_row(b) for b in result.boundaries]
     crowding = crowding_finding(result, lambda moment: clock(moment, now))
     return {"job_context": {
         "verdict": crowding[0] if crowding else _verdict(result),
