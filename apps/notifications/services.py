@@ -113,8 +113,9 @@ def stragglers_sighted(job_records: list, now: datetime) -> dict[int, list[messa
                 continue
             seen.add(key)
             row = known.get(key)
-            if row is None:
-                row = StragglerSighting.objects.create(job=job, key=key[1], first_seen=now, last_seen=now, finding=finding)
+            if row is None:  # get_or_create: a second worker sweeping at the same moment finds the first one's row
+                row, _ = StragglerSighting.objects.get_or_create(job=job, key=key[1], defaults={
+                    "first_seen": now, "last_seen": now, "finding": finding})
             else:
                 row.last_seen, row.finding = max(now, row.last_seen), finding
                 row.save(update_fields=["last_seen", "finding"])

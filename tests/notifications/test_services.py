@@ -181,6 +181,42 @@ def test_two_workers_at_once_claim_one_mail(running_job):
     assert NotificationSent.objects.filter(job=job).count() == 3
 
 
+@pytest.mark.django_db(transaction=True)
+def test_two_sweeps_at_once_send_one_mail_through_smtp(smtp_settings, make_user, running_job, opted_in):
+    """Two whole sweeps (as two workers would run them) at the same moment: the SMTP server receives one mail per
+    job and reason, and the straggler sightings they both write do not collide."""
+    inbox = smtp_settings
+    user = make_user("quinn")
+    user.email = "quinn@example.org"
+    user.save()
+    opted_in("a-two", waste=True, straggler=True)
+    finding = {"level": "node", "host": "nid003000", "gpu": None, "hosts": ["nid003000"], "duration_s": 3600.0, "reason": "slow"}
+    running_job("a-two", "quinn", 9401, score=10.0, stragglers=[finding])
+    now = timezone.now()
+    barrier = threading.Barrier(2)
+    results, errors = [], []
+
+    def sweep():
+        try:
+            barrier.wait(timeout=10)
+            results.append(notify_running_jobs(now=now))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sweep) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sum(result["sent"] for result in results) == 2 and sum(result["rate_limited"] for result in results) == 2
+    subjects = sorted(mail["subject"] for mail in inbox.to("quinn@example.org"))
+    assert len(subjects) == 2 and "wastes GPUs" in subjects[0] + subjects[1] and "slows it down" in subjects[0] + subjects[1]
+    assert StragglerSighting.objects.count() == 1
+
+
 def test_the_staff_digest_lists_the_inbox_once_per_period(smtp_settings, running_job, settings):
     """The digest rebuilds the triage inbox from its sources, then mails its open items, wasteful jobs by GPU-hours
     lost; muted items are left out; a second digest in the same period sends nothing."""
