@@ -5,7 +5,7 @@ from django.db import models
 
 class TriageItemKindChoices(models.TextChoices):
     WASTEFUL_JOB = "wasteful_job", "wasteful job"
-    STRAGGLER = "straggler", "stragglers"
+    STRAGGLER = "straggler", "straggler"
     FAILING_NODE = "failing_node", "failing node"
     BAD_SWITCH = "bad_switch", "bad switch"
     NAMESPACE_REQUEST = "namespace_request", "namespace approval"

@@ -3,7 +3,7 @@ inbox's lists and counts. The inbox is staff-only; its pages and API check ``is_
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, Max, QuerySet, Sum
 
 from apps.catalog.models import Incident
 from apps.jobs.choices import JobStateChoices
@@ -65,10 +65,11 @@ def triage_item_get(pk: int) -> TriageItem | None:
 
 def triage_counts() -> dict:
     """Counts per kind and state, every kind and state present (zeros included), and the totals."""
-    rows = TriageItem.objects.order_by().values("kind", "state").annotate(n=Count("id"), lost=Sum("gpu_hours_lost"))
+    rows = TriageItem.objects.order_by().values("kind", "state").annotate(n=Count("id"), lost=Sum("gpu_hours_lost"), seen=Max("last_seen"))
     table = {kind: {state: 0 for state in TriageItemStateChoices.values} for kind in TriageItemKindChoices.values}
-    lost_open = 0.0
+    lost_open, synced_at = 0.0, None
     for row in rows:
+        synced_at = max(filter(None, (synced_at, row["seen"])), default=None)
         table.setdefault(row["kind"], {state: 0 for state in TriageItemStateChoices.values})[row["state"]] = row["n"]
         if row["state"] in OPEN_STATES:
             lost_open += row["lost"] or 0.0
@@ -77,6 +78,7 @@ def triage_counts() -> dict:
     open_by_kind = [(kind, labels.get(kind, kind), sum(by_state[state] for state in OPEN_STATES)) for kind, by_state in table.items()]
     return {"by_kind": table, "totals": totals, "open": sum(totals[state] for state in OPEN_STATES),
             "open_by_kind": [row for row in open_by_kind if row[2]], "gpu_hours_lost_open": round(lost_open, 1),
+            "synced_at": synced_at,  # the last sync that found anything
             "rows": [(kind, labels.get(kind, kind), [(state, by_state[state]) for state in TriageItemStateChoices.values])
                      for kind, by_state in table.items()]}
 

@@ -87,7 +87,7 @@ def _vetting_findings() -> list[Finding]:
             behind_switch.update(rec.hosts)
             findings.append(Finding(
                 key=f"{Kind.BAD_SWITCH}:{rec.subject}", kind=Kind.BAD_SWITCH, severity=rec.severity,
-                title=f"Switch {rec.subject}: {rec.get_action_display()} ({rec.rule.name.lower()})", detail=rec.summary,
+                title=f"Switch {rec.subject}: {rec.get_action_display()} ({rec.rule.name})", detail=rec.summary,
                 owner=f"switch {rec.subject} ({len(rec.hosts)} nodes)",
                 url=reverse("vetting:index") + f"?switch={rec.subject}",
                 data={"switch": rec.subject, "hosts": list(rec.hosts), "recommendation": rec.pk, "rule": rec.rule.slug}))
@@ -107,7 +107,7 @@ def _vetting_findings() -> list[Finding]:
             detail = f"{repeat} failed vetting runs in 30 days; {detail}" if detail else f"{repeat} failed vetting runs in 30 days"
         findings.append(Finding(
             key=f"{Kind.FAILING_NODE}:{host}", kind=Kind.FAILING_NODE, severity=severity,
-            title=f"{host}: {state.replace('_', ' ')}" + (f" — {what.lower()}" if recs else ""),
+            title=f"{host}: {state.replace('_', ' ')}" + (f" ({what})" if recs else ""),
             detail=detail, owner=f"node {host}", url=reverse("vetting:node", args=[host]),
             data={"host": host, "node_state": state, "recommendations": [rec.pk for rec in recs],
                   "rules": [rec.rule.slug for rec in recs], "failures_30d": repeat,

@@ -82,6 +82,7 @@ class TriageCountsSerializer(serializers.Serializer):
     totals = serializers.DictField(child=serializers.IntegerField())
     open = serializers.IntegerField(help_text="New and acknowledged items.")
     gpu_hours_lost_open = serializers.FloatField(help_text="GPU-hours lost by the wasteful jobs of the open items.")
+    synced_at = serializers.DateTimeField(allow_null=True, help_text="When a sync last found an item open at its source.")
 
 
 class TriageListResponse(serializers.Serializer):

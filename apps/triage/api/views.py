@@ -20,7 +20,7 @@ class TriageListView(APIView):
 
     permission_classes = [IsStaff]
 
-    @extend_schema(parameters=[TriageListParams], responses={200: TriageListResponse})
+    @extend_schema(operation_id="staff_triage_list", parameters=[TriageListParams], responses={200: TriageListResponse})
     def get(self, request):
         params = parse_query(request, TriageListParams)
         items = triage_items(kind=params.get("kind", ""), state=params.get("state", "open"))[:LIST_LIMIT]
@@ -39,11 +39,11 @@ class TriageItemView(APIView):
             raise Http404
         return item
 
-    @extend_schema(responses={200: TriageItemSerializer})
+    @extend_schema(operation_id="staff_triage_item_retrieve", responses={200: TriageItemSerializer})
     def get(self, request, pk):
         return Response(TriageItemSerializer(self._item(pk)).data)
 
-    @extend_schema(request=TriageUpdateSerializer, responses={200: TriageItemSerializer})
+    @extend_schema(operation_id="staff_triage_item_update", request=TriageUpdateSerializer, responses={200: TriageItemSerializer})
     def patch(self, request, pk):
         item = self._item(pk)
         serializer = TriageUpdateSerializer(data=request.data)
