@@ -29,7 +29,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.accounts.models import Project
-from apps.jobs.choices import JobStateChoices
 from apps.jobs.models import Job
 from apps.saturation.choices import JobSaturationStatusChoices
 from apps.triage.services import triage_sync
@@ -99,9 +98,10 @@ def straggler_key(finding: dict) -> str:
 def stragglers_sighted(job_records: list, now: datetime) -> dict[int, list[messages.Lasting]]:
     """Update the sightings of the given jobs' stragglers and return, per job pk, every finding with how long it lasted.
 
-    Sightings of jobs that no longer run are deleted."""
-    StragglerSighting.objects.exclude(job__state=JobStateChoices.RUNNING).delete()
+    Sightings of every other job (ended, its project no longer asking, its score no longer ready) are deleted: a
+    straggler is counted only while the sweeps watch it without a break."""
     pks = [job.pk for job, _ in job_records]
+    StragglerSighting.objects.exclude(job__in=pks).delete()
     known: dict[tuple[int, str], StragglerSighting] = {
         (row.job_id, row.key): row for row in StragglerSighting.objects.filter(job__in=pks)}
     seen: set[tuple[int, str]] = set()

@@ -119,6 +119,27 @@ def test_a_straggler_that_went_away_starts_again_and_a_long_measured_one_is_mail
     assert "lagging for 45 min" in inbox.to("gina@example.org")[0]["body"]
 
 
+def test_a_straggler_is_counted_only_while_the_project_watches_it(smtp_settings, make_user, running_job, opted_in):
+    from apps.notifications.models import ProjectNotifications
+
+    inbox = smtp_settings
+    user = make_user("rosa")
+    user.email = "rosa@example.org"
+    user.save()
+    opted_in("a-watch", waste=False, straggler=True)
+    finding = {"level": "gpu", "host": "nid004000", "gpu": 1, "hosts": ["nid004000"], "duration_s": 300.0, "reason": "slow"}
+    job = running_job("a-watch", "rosa", 9501, score=70.0, stragglers=[finding])
+    now = timezone.now()
+    notify_running_jobs(now=now)
+    ProjectNotifications.objects.filter(project__slurm_account="a-watch").update(straggler=False)
+    notify_running_jobs(now=now + timedelta(minutes=10))
+    assert not StragglerSighting.objects.filter(job=job).exists()  # not watched: forgotten
+    ProjectNotifications.objects.filter(project__slurm_account="a-watch").update(straggler=True)
+    assert notify_running_jobs(now=now + timedelta(minutes=40))["sent"] == 0  # counted again from here
+    assert notify_running_jobs(now=now + timedelta(minutes=71))["sent"] == 1
+    assert len(inbox.to("rosa@example.org")) == 1
+
+
 def test_a_user_without_an_address_is_skipped_and_logged_once(smtp_settings, make_user, running_job, opted_in, caplog):
     inbox = smtp_settings
     make_user("hank")  # no e-mail
