@@ -33,8 +33,6 @@ WASTEFUL_NAME = "data-prep-tokenize-commoncrawl"
 NEIGHBOUR_NAME = "moe-alltoall-mixtral-8x22b"
 WASTEFUL_NODES, WASTEFUL_HOURS = 16, 7
 NEIGHBOUR_NODES, NEIGHBOUR_HOURS = 16, 2
-NVLINK_FIELDS = (1011, 1012)
-NVLINK_BOOST = 3.8  # the neighbour's NVLink traffic at build time: the megatron profile's × this (about 0.84 of peak)
 JOB_INTERVAL, FINE_INTERVAL = 10, 60
 AVOID_GROUPS = {17}  # the catalogue part's silent nodes are drawn from group 17
 
@@ -105,12 +103,13 @@ def _aligned(moment, step: int):
     return moment + timedelta(seconds=seconds - moment.timestamp())
 
 
-def _frames(job, profile: str, now, seed: int, boost: float = 1.0):
+def _frames(job, profile: str, now, seed: int):
     """The job's run up to ``now``: coarse before the fleet's look-back, a sample a minute after it, 10 s for the
-    last minutes (the telemetry part's rule for the jobs it covers); NVLink traffic × ``boost``."""
+    last minutes (the telemetry part's rule for the jobs it covers). The neighbour's name ("moe-...") gives it
+    the communication-heavy profile, which the telemetry feeder keeps feeding."""
     from apps.telemetry.demo import history_points, recent_minutes
     from apps.telemetry.products import choose_step
-    from apps.telemetry.synthetic_jobs import NVLINK_PEAK, Planted, job_chunks
+    from apps.telemetry.synthetic_jobs import Planted, job_chunks
 
     start = job.start_time
     fine_from = now - timedelta(minutes=max(60, int(settings.DEMO_FLEET_HOURS * 60)) + 120)
@@ -125,9 +124,6 @@ def _frames(job, profile: str, now, seed: int, boost: float = 1.0):
         for frame in job_chunks(profile, list(job.node_list), first, (hi - first).total_seconds(), interval_s=float(interval),
                                 cluster=DEMO_CLUSTER, seed=(seed * 1_000_003 + job.job_id) * 1_000_033 + int(first.timestamp()),
                                 planted=Planted(), elapsed_before_s=(first - start).total_seconds(), hosts_per_chunk=64):
-            if boost != 1.0:
-                links = frame["field"].isin(NVLINK_FIELDS)
-                frame.loc[links, "value"] = (frame.loc[links, "value"] * boost).clip(upper=NVLINK_PEAK)
             yield frame
 
 
@@ -188,8 +184,8 @@ def build(context: DemoContext) -> dict:
 
     samples = 0
     windows = context.shared.setdefault("telemetry_windows", [])
-    for job, boost in ((wasteful, 1.0), (neighbour, NVLINK_BOOST)):
-        frames = list(_frames(job, profile_for(job.name), now, context.seed, boost))
+    for job in jobs:
+        frames = list(_frames(job, profile_for(job.name), now, context.seed))
         if frames:
             samples += store.write(pd.concat(frames, ignore_index=True))
         windows.append((list(job.node_list), job.start_time, now))

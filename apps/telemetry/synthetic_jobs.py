@@ -47,7 +47,10 @@ POWER_CAP_BIT, SW_THERMAL_BIT = 0x4, 0x20
 # The energy counter (156) of a window later in a run starts this many W x the seconds before it above
 # the counter's start: the board's ceiling, so the counter never goes back between windows.
 ENERGY_NOMINAL_W = 700.0
-PROFILES = ("megatron", "memory_bound", "idle_gpus")
+PROFILES = ("megatron", "memory_bound", "idle_gpus", "comm_heavy")
+# A communication-heavy run (mixture-of-experts all-to-all): the megatron profile with this much more NVLink
+# traffic, clipped at the link's peak (about 0.84 of it while training).
+COMM_HEAVY_NVLINK = 3.8
 
 
 @dataclass(frozen=True)
@@ -64,12 +67,15 @@ class Planted:
 
 def profile_for(job_name: str) -> str:
     """The profile a demo job's name suggests: pretraining and profiling runs train like Megatron (no planted
-    problem unless given), fine-tuning and evaluation are memory-bound, data preparation leaves GPUs idle."""
+    problem unless given), fine-tuning and evaluation are memory-bound, data preparation leaves GPUs idle,
+    mixture-of-experts runs ("moe-...") fill their links."""
     name = (job_name or "").lower()
     if name.startswith(("finetune", "eval")):
         return "memory_bound"
     if name.startswith("data-prep"):
         return "idle_gpus"
+    if name.startswith("moe-"):
+        return "comm_heavy"
     return "megatron"
 
 
@@ -229,8 +235,12 @@ def job_chunks(profile: str, hosts: list[str], start: datetime, duration_s: floa
         values = _memory_bound(hosts, gpus_per_host, timeline, rng)
     elif profile == "idle_gpus":
         values = _idle_gpus(hosts, gpus_per_host, timeline, rng)
+    elif profile == "comm_heavy":
+        values = _megatron(hosts, gpus_per_host, timeline, rng, planted or Planted())
+        for link in (1011, 1012):
+            values[link] = np.clip(values[link] * COMM_HEAVY_NVLINK, 0, NVLINK_PEAK)
     else:
-        raise ValueError(f"unknown profile {profile!r}; choose megatron, memory_bound or idle_gpus")
+        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     times = pd.DatetimeIndex(pd.Timestamp(start).tz_convert("UTC") + pd.to_timedelta(timeline.seconds, unit="s")).as_unit("ns")
     fields = np.array(sorted(values), dtype="int32")
     t = len(times)
