@@ -101,3 +101,36 @@ def test_inbox_page_filters_and_the_form_fallback(synced, client):
     answer = client.post(f"/staff/triage/{item.pk}/", {"state": "resolved", "next": "https://evil.example/"})
     assert answer["Location"] == "/staff/triage/"
     assert TriageItem.objects.get(pk=item.pk).state == "resolved"
+
+
+def test_query_counts_do_not_grow_with_the_inbox(synced, client):
+    """The staff page's section, the inbox page and the API read a fixed number of queries (numbers for
+    tests/security/query_counts.toml)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.triage.models import TriageItem
+
+    client.force_login(synced["staff"])
+    item = TriageItem.objects.get(kind="wasteful_job", job=synced["idle"])
+    paths = ["/staff/", "/staff/triage/", "/staff/triage/?state=all", "/api/v1/staff/triage/", f"/api/v1/staff/triage/{item.pk}/"]
+
+    def counts():
+        found = {}
+        for path in paths:
+            with CaptureQueriesContext(connection) as queries:
+                assert client.get(path).status_code == 200
+            found[path] = len(queries)
+        return found
+
+    small = counts()
+    now = timezone.now()
+    for n in range(12):
+        for kind in ("wasteful_job", "straggler", "failing_node", "catalog_incident"):
+            TriageItem.objects.create(key=f"{kind}:extra-{n}", kind=kind, title=f"extra {n}", owner="x", job=synced["busy"],
+                                      gpu_hours_lost=1.0 if kind == "wasteful_job" else None, first_seen=now, last_seen=now,
+                                      assignee=synced["staff"], state="acknowledged" if n % 2 else "new",
+                                      data={"host": f"nid{n:06d}", "drain": True, "job": "alps/1003", "gpus": 4})
+    large = counts()
+    assert large == small, (small, large)
+    print("query counts", small)
