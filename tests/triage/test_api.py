@@ -134,3 +134,22 @@ def test_query_counts_do_not_grow_with_the_inbox(synced, client):
     large = counts()
     assert large == small, (small, large)
     print("query counts", small)
+
+
+def test_refresh_now_queues_the_sync(synced, client, settings):
+    if not settings.CELERY_BROKER_URL.startswith("filesystem"):
+        pytest.skip("reads the filesystem broker's queue")
+    from pathlib import Path
+
+    from apps.triage.tasks import sync_inbox_task
+
+    assert sync_inbox_task.name == "triage.sync_inbox" and sync_inbox_task.acks_late
+    queue = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_out"])
+    before = set(queue.iterdir())
+    client.force_login(synced["staff"])
+    answer = client.post("/staff/triage/refresh/", HTTP_ACCEPT="application/json")
+    assert answer.status_code == 200 and answer.json()["queued"] is True
+    new = set(queue.iterdir()) - before
+    assert any("triage.sync_inbox" in path.read_text(errors="replace") for path in new)
+    client.force_login(synced["alice"])
+    assert client.post("/staff/triage/refresh/").status_code == 403
