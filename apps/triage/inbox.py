@@ -100,12 +100,12 @@ def waste_advice(*, gpus: int, idle_gpus: int, score: float | None, limiter: str
     """What the user can do, from why the job is wasteful."""
     if gpus and idle_gpus:
         return (f"{idle_gpus} of the job's {gpus} GPUs sat idle. If the job does not need them, ask for fewer "
-                f"(--gpus-per-node / --gpus) or run this step on a CPU partition; if it should use them, check that "
-                f"every rank gets a GPU (CUDA_VISIBLE_DEVICES, --gpus-per-task).")
+                "(--gpus-per-node / --gpus) or run this step on a CPU partition; if it should use them, check that "
+                "every rank gets a GPU (CUDA_VISIBLE_DEVICES, --gpus-per-task).")
     where = f" (limited by {limiter})" if limiter else ""
     scored = f"{score:.0f} %" if score is not None else "low"
     return (f"The GPUs are only {scored} saturated{where}. The job page's saturation panel shows what holds them "
-            f"back: larger micro-batches, fewer GPUs for the same work, or overlapping data loading usually help.")
+            "back: larger micro-batches, fewer GPUs for the same work, or overlapping data loading usually help.")
 
 
 def prepared_mail(*, job_label: str, job_name: str, url: str, lost: float, hours: float, gpus: int, idle_gpus: int,

@@ -92,7 +92,7 @@ def test_the_inbox_on_the_demo_ranks_lists_and_acts_in_place(live_server, page, 
     critical = set(Recommendation.objects.filter(status="open", rule__slug="critical-health").values_list("subject", flat=True))
     assert offenders and critical
     for host in offenders | critical:
-        expect(section.locator(f"li[data-kind=failing_node]", has_text=f"{host}:")).to_have_count(1)
+        expect(section.locator("li[data-kind=failing_node]", has_text=f"{host}:")).to_have_count(1)
     # The bad switch, the waiting approval, every open catalogue incident.
     [switch] = Recommendation.objects.filter(status="open", subject_kind="switch").values_list("subject", flat=True)
     expect(section.locator("li[data-kind=bad_switch]", has_text=f"Switch {switch}")).to_have_count(1)
