@@ -9,7 +9,8 @@ the other apps know (projects, people, Slurm clusters) they register from their 
 
 ``context(request)`` gives the section's template what it draws; the template renders one whole
 ``<section>``. Sections appear in ``order`` (lower first). On the staff page a ``half`` section shares
-the two-column row with core's "Background work"; the others span the page, after the services.
+the two-column row with core's "Background work"; the others span the page, after the services, except
+those of ``order`` 0 or less: they are the page's verdict and come first (the triage inbox).
 
 Plain Python: no Django import, so the registry can be tested on its own.
 """

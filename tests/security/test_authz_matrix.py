@@ -156,6 +156,7 @@ KWARGS = {
     "cluster": lambda w, p: Fill("alps"),
     "job_id": lambda w, p: Fill(JOB_ID, MISSING_JOB_ID, "job"),
     "owner": lambda w, p: Fill("olive"),
+    "account": lambda w, p: Fill("a-llm01", "zz-no-such-account", "project"),  # a project's Slurm account
     "name": _by_route([
         ("edf/", lambda w: Fill(EDF_NAME, "zz-no-such-edf", "edf")),
         ("api/v1/edf/", lambda w: Fill(EDF_NAME, "zz-no-such-edf", "edf")),

@@ -102,6 +102,7 @@ KWARGS = {
     "cluster": lambda w, p: "alps",
     "job_id": lambda w, p: JOB_ID,
     "owner": lambda w, p: "olive",
+    "account": lambda w, p: "a-llm01",  # a project's Slurm account (notifications' opt-ins)
     "name": _by_route([
         ("edf/", lambda w: EDF_NAME), ("api/v1/edf/", lambda w: EDF_NAME),
         ("namespaces/", lambda w: NAMESPACE), ("api/v1/namespaces/", lambda w: NAMESPACE),
@@ -115,6 +116,7 @@ KWARGS = {
         ("namespaces/requests/", lambda w: w["request"].pk), ("api/v1/namespaces/requests/", lambda w: w["request"].pk),
         ("api/v1/vetting/recommendations/", lambda w: w["recommendation"].pk),
         ("api/v1/^projects/", lambda w: w["project"].pk),
+        ("staff/triage/", lambda w: w["triage"].pk), ("api/v1/staff/triage/", lambda w: w["triage"].pk),
     ]),
     "host": lambda w, p: SMALL_NODES[0],
     "hostname": lambda w, p: SMALL_NODES[0],
@@ -178,6 +180,7 @@ def _build_small() -> dict:
     world["namespace"], world["request"] = _namespace(world, NAMESPACE)
     world["run"] = _vetting_run(world, world["job"], SMALL_NODES)
     world["recommendation"] = _recommendation(world, SMALL_NODES[0])
+    world["triage"] = _triage_item(world["job"], "straggler")
     _more(world, 0)
     return world
 
@@ -195,6 +198,15 @@ def _grow(world: dict) -> None:
     _telemetry(job, LARGE_NODES[len(SMALL_NODES):])
     for index in range(1, GROW + 1):
         _more(world, index)
+
+
+def _triage_item(job, kind: str):
+    """An item of the staff triage inbox about ``job``."""
+    from apps.triage.models import TriageItem
+
+    now = timezone.now()
+    return TriageItem.objects.create(key=f"{kind}:{job.cluster.name}/{job.job_id}", kind=kind, title=f"{kind} in {job.job_id}",
+                                     owner=job.user_name, job=job, first_seen=now, last_seen=now, gpu_hours_lost=1.0)
 
 
 def _more(world: dict, index: int) -> None:
@@ -223,6 +235,7 @@ def _more(world: dict, index: int) -> None:
     hosts = [f"nid0013{2 * index:02d}", f"nid0013{2 * index + 1:02d}"]
     other = _job(world, JOB_ID + 100 + index, hosts, "RUNNING", account=project.slurm_account)
     _job(world, JOB_ID + 200 + index, hosts, "COMPLETED")
+    _triage_item(other, "wasteful_job")
     JobStep.objects.create(job=job, step_id=str(index), name=f"step {index}", nodes=job.nodes, tasks=4, state="RUNNING",
                            start_time=job.start_time)
     JobToken.issue(job, created_by="olive")
