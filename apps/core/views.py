@@ -15,7 +15,7 @@ from .page_sections import page_sections
 
 def rendered_sections(page: str, request) -> list[dict]:
     """The sections other apps registered for ``page`` (apps.core.page_sections), rendered."""
-    return [{"key": section.key, "half": section.half,
+    return [{"key": section.key, "half": section.half, "order": section.order,
              "html": render_to_string(section.template, section.context(request), request=request)}
             for section in page_sections(page)]
 

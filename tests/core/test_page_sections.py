@@ -59,6 +59,17 @@ def test_a_registered_section_takes_its_place_by_order(staff, notice):
     assert "Projects" in staff.get("/").content.decode() and 'id="notice"' not in staff.get("/").content.decode()
 
 
+@pytest.mark.django_db
+def test_a_section_of_order_zero_is_the_staff_pages_verdict_before_the_services(staff, notice):
+    register_page_section(PageSection(page="staff", key="notice", order=-1, template="tests/_notice.html",
+                                      context=lambda request: {"words": "three jobs waste GPUs"}))
+    page = staff.get("/staff/").content.decode()
+    assert page.count('id="notice"') == 1
+    assert page.index('id="notice"') < page.index("readiness-heading") < page.index("clusters-heading")
+    # The triage inbox is registered so: it opens the page.
+    assert page.index('id="notice"') < page.index('id="triage"') < page.index("readiness-heading")
+
+
 def test_a_section_names_a_page_that_exists():
     with pytest.raises(ValueError, match="page 'jobs' is not one of home, staff"):
         PageSection(page="jobs", key="x", order=1, template="x.html", context=dict)
