@@ -1,4 +1,5 @@
-// The usage and efficiency report (/reports/): the first report comes embedded in the page (#report-data);
+// The usage and efficiency report (/reports/): the first report comes embedded in the page (#report-data), its verdict
+// already written by the server (read without JavaScript); render() redraws it with the facts;
 // changing a filter fetches /api/v1/reports/usage/ and redraws in place (no navigation), and the address bar
 // follows with history.replaceState so the view can be shared. Sorting the table is local.
 (() => {

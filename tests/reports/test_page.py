@@ -40,3 +40,16 @@ def test_a_preset_window_and_bad_parameters(client, world):  # noqa: F811
 
 def test_anonymous_is_sent_to_log_in(client, world):  # noqa: F811
     assert client.get("/reports/").status_code == 302
+
+
+def test_the_verdict_is_written_by_the_server(client, world):  # noqa: F811
+    """The answer is in the HTML itself, not only after the script has run (it used to read 'Computing the report…')."""
+    client.force_login(world["alice"])
+    html = client.get("/reports/").content.decode()
+    start = html.index('id="verdict-line">')
+    verdict = " ".join(html[start:html.index("</p>", start)].split())
+    # a-llm01: job 1 (8 GPUs, 4 h, S 50: 32 GPU-h, 16 lost) and job 2 (4 idle GPUs running 6 h: 24 GPU-h, all lost)
+    assert "56 GPU-hours by 2 jobs" in verdict
+    assert "mean saturation S 50 of 100" in verdict
+    assert "40 GPU-hours lost, most by project a-llm01" in verdict
+    assert "Computing" not in verdict
