@@ -1,6 +1,8 @@
 /* The staff triage inbox, in place: acknowledge / resolve / mute / reopen an item through
-   PATCH /api/v1/staff/triage/<pk>/, dry-run drain a node through the vetting API, refresh the sync.
-   Without JavaScript the same forms post to /staff/triage/<pk>/ and /staff/triage/refresh/. */
+   PATCH /api/v1/staff/triage/<pk>/, dry-run drain a node through the vetting API, refresh the sync, and
+   filter by kind and state (the inbox's HTML for the new filters replaces the list; the address bar follows).
+   Without JavaScript the same forms post to /staff/triage/<pk>/ and /staff/triage/refresh/, and the filter
+   form loads the page. */
 (function () {
   "use strict";
 
@@ -46,9 +48,44 @@
     if (before !== item.state) { bump(li.dataset.kind, before, -1); bump(li.dataset.kind, item.state, +1); }
   }
 
+  let filtering = null;
+
+  async function filter(form) {
+    const query = new URLSearchParams();
+    for (const [name, value] of new FormData(form)) if (value) query.set(name, value);
+    const url = `${form.action || location.pathname}`.split("?")[0] + (query.toString() ? `?${query}` : "");
+    const message = form.querySelector("[data-role=message]");
+    if (filtering) filtering.abort();
+    filtering = new AbortController();
+    message.textContent = "filtering…";
+    try {
+      const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" }, signal: filtering.signal });
+      if (!response.ok) { message.textContent = `Not filtered: HTTP ${response.status}`; return; }
+      const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+      for (const selector of ["#triage-results", "#triage-filter .error"]) {
+        const old = document.querySelector(selector), next = fresh.querySelector(selector);
+        if (old && next) old.replaceWith(next);
+        else if (old) old.remove();
+        else if (next) form.append(next);
+      }
+      history.replaceState(null, "", url);
+      message.textContent = "";
+    } catch (error) {
+      if (error.name !== "AbortError") message.textContent = `Not filtered: ${error}`;
+    }
+  }
+
+  document.addEventListener("change", (event) => {
+    const form = event.target.closest("form.triage-filter");
+    if (form) filter(form);
+  });
+
   document.addEventListener("submit", async (event) => {
     const form = event.target;
-    if (form.matches("form.triage-change")) {
+    if (form.matches("form.triage-filter")) {
+      event.preventDefault();
+      filter(form);
+    } else if (form.matches("form.triage-change")) {
       event.preventDefault();
       const li = form.closest("[data-item]");
       const list = form.closest("[data-api]");

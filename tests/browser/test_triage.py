@@ -151,3 +151,38 @@ def test_the_inbox_on_the_demo_ranks_lists_and_acts_in_place(live_server, page, 
     page.goto(f"{live_server.url}/staff/triage/?kind=straggler&state=acknowledged")
     expect(page.locator("li.triage-item")).to_have_count(1)
     assert page.problems.take() == []
+
+
+from tests.triage.conftest import sources  # noqa: E402,F401  (the fixture: one item of each kind)
+
+
+def test_the_inbox_filters_in_place(live_server, page, transactional_db, sources):  # noqa: F811
+    """Changing kind or state swaps the list without loading the page (it used to submit a GET form)."""
+    from apps.triage.models import TriageItem
+    from apps.triage.services import triage_sync
+
+    triage_sync()
+    stragglers = TriageItem.objects.filter(kind="straggler").count()
+    assert stragglers == 1 and TriageItem.objects.exclude(kind="straggler").count() > 1
+    log_in(page, live_server.url, "sam", "pw-for-tests-1", "/staff/triage/")
+    page.wait_for_url("**/staff/triage/")
+    expect(page.locator("#triage-results li.triage-item")).to_have_count(TriageItem.objects.count())
+    page.evaluate("window.__triage_marker = 1")
+
+    page.locator("#filter-kind").select_option("straggler")
+    expect(page.locator("#triage-results li.triage-item")).to_have_count(stragglers)
+    expect(page.locator("#triage-results li.triage-item").first).to_have_attribute("data-kind", "straggler")
+    assert "kind=straggler" in page.url
+    page.locator("#filter-state").select_option("resolved")
+    expect(page.locator("#triage-results li.triage-item")).to_have_count(0)
+    expect(page.locator("#triage-results")).to_contain_text("Nothing needs a person")
+    assert "state=resolved" in page.url
+    assert page.evaluate("window.__triage_marker") == 1  # no navigation happened
+    # the list that came in place still acts in place
+    page.locator("#filter-state").select_option("open")
+    item = page.locator("#triage-results li.triage-item").first
+    item.get_by_role("button", name="Resolve").click()
+    expect(item.locator("[data-role=state]")).to_have_text("resolved")
+    assert TriageItem.objects.get(kind="straggler").state == "resolved"
+    assert page.evaluate("window.__triage_marker") == 1
+    assert page.problems.take() == []
