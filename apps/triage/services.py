@@ -63,7 +63,9 @@ def _job_findings(now: datetime) -> list[Finding]:
                                     data={**facts, "idle_gpu_hours": round(waste.idle_gpu_hours, 3)}))
         stragglers = list(record.stragglers or [])
         if stragglers:
-            hosts = sorted({item.get("host") for item in stragglers if item.get("host")})
+            # a GPU or node finding names its host; a switch or group finding its hosts (and no host)
+            hosts = sorted({host for item in stragglers if isinstance(item, dict)
+                            for host in (item.get("hosts") or ([item["host"]] if item.get("host") else []))})
             findings.append(Finding(key=f"{Kind.STRAGGLER}:{label}", kind=Kind.STRAGGLER, severity="warning",
                                     title=f"{len(stragglers)} straggler finding{'s' * (len(stragglers) != 1)} in {label} {job.name}",
                                     detail=straggler_detail(stragglers), owner=owner, url=url + "#saturation", job_pk=job.pk,

@@ -168,3 +168,14 @@ def test_the_staff_page_folds_the_tail_of_many_wasteful_jobs(sources, rf):
         "straggler", "failing_node", "bad_switch", "namespace_request", "catalog_incident"}
     shown = sum(row["item"].gpu_hours_lost for row in listed[:sections.SECTION_WASTEFUL])
     assert fold[0]["lost"] == pytest.approx(context["triage_counts"]["gpu_hours_lost_open"] - shown)
+
+
+def test_a_switch_level_straggler_keeps_the_hosts_behind_the_switch(sources):
+    """Switch and group findings carry ``hosts`` and no ``host``: the item lists them (it used to list none)."""
+    record = sources["busy"].saturation
+    record.stragglers = [*record.stragglers, {"level": "switch", "host": None, "switch": "2.3", "hosts": ["nid000020", "nid000021"],
+                                              "reason": "switch 2.3: all its GPUs 15 % below their peers"}]
+    record.save()
+    triage_sync()
+    item = TriageItem.objects.get(key="straggler:alps/1003")
+    assert item.data["hosts"] == ["nid000003", "nid000020", "nid000021"]
