@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet, Window
 from django.urls import reverse
 
 from apps.accounts.choices import MembershipRoleChoices
@@ -26,6 +26,7 @@ from apps.saturation.waste import gpu_hours_lost, is_wasteful
 from apps.triage.selectors import triage_items
 
 from .messages import DigestItem
+from .choices import NotificationSentStatusChoices
 from .models import NotificationSent, ProjectNotifications
 
 
@@ -72,13 +73,30 @@ def project_notifications_for_user(user) -> list[dict]:
             for project in projects]
 
 
-def notifications_sent_for_user(user, limit: int = 50) -> QuerySet[NotificationSent]:
-    """The latest mails about jobs ``user`` may see."""
-    jobs = job_list_for_user(user)
-    queryset = NotificationSent.objects.select_related("job", "job__cluster")
+def _sent_visible_to(user) -> QuerySet[NotificationSent]:
+    """The mails about jobs ``user`` may see (every mail for staff)."""
+    queryset = NotificationSent.objects.all()
     if not user.is_staff:
-        queryset = queryset.filter(job__in=jobs.values("pk"))
+        queryset = queryset.filter(job__in=job_list_for_user(user).values("pk"))
+    return queryset
+
+
+def notifications_sent_for_user(user, limit: int = 50, *, counted_since: datetime | None = None) -> QuerySet[NotificationSent]:
+    """The latest mails about jobs ``user`` may see. With ``counted_since``, each row also carries how many of *all*
+    those mails (not only the ``limit`` listed) were recorded since then per status, as ``since_<status>``: window
+    counts, taken before the limit, in the same query."""
+    queryset = _sent_visible_to(user).select_related("job", "job__cluster")
+    if counted_since is not None:
+        queryset = queryset.annotate(**{f"since_{status}": Window(Count("pk", filter=Q(sent_at__gte=counted_since, status=status)))
+                                        for status in NotificationSentStatusChoices.values})
     return queryset.order_by("-sent_at", "-pk")[:limit]
+
+
+def notifications_sent_counts(rows) -> dict[str, int]:
+    """Per status, the counts a ``notifications_sent_for_user(..., counted_since=...)`` list carries (0 when empty)."""
+    first = next(iter(rows), None)
+    return {status: getattr(first, f"since_{status}", 0) if first is not None else 0
+            for status in NotificationSentStatusChoices.values}
 
 
 def last_check():

@@ -12,8 +12,8 @@ from django.views.generic import TemplateView
 
 from .choices import NotificationSentStatusChoices
 from .forms import ProjectNotificationsForm
-from .selectors import (last_check, mail_leaves, notifications_sent_for_user, project_get_for_user,
-                        project_notifications_for_user, project_notifications_may_change)
+from .selectors import (last_check, mail_leaves, notifications_sent_counts, notifications_sent_for_user,
+                        project_get_for_user, project_notifications_for_user, project_notifications_may_change)
 from .services import project_notifications_update
 
 
@@ -24,14 +24,14 @@ class NotificationsIndexView(TemplateView):
         context = super().get_context_data(**kwargs)
         user = self.request.user
         projects = project_notifications_for_user(user)
-        sent = list(notifications_sent_for_user(user, limit=50))
-        week = timezone.now() - timedelta(days=7)
+        sent = list(notifications_sent_for_user(user, limit=50, counted_since=timezone.now() - timedelta(days=7)))
+        week_counts = notifications_sent_counts(sent)  # over every mail of the week, not only the 50 listed
         on = [row for row in projects if row["settings"].any_on]
         context.update(
             projects=projects, on=on, off=[row for row in projects if not row["settings"].any_on], sent=sent,
-            sent_week=sum(1 for row in sent if row.sent_at >= week and row.status == NotificationSentStatusChoices.STATUS_SENT),
-            skipped_week=sum(1 for row in sent if row.sent_at >= week and row.status == NotificationSentStatusChoices.STATUS_SKIPPED),
-            failed_week=sum(1 for row in sent if row.sent_at >= week and row.status == NotificationSentStatusChoices.STATUS_FAILED),
+            sent_week=week_counts[NotificationSentStatusChoices.STATUS_SENT],
+            skipped_week=week_counts[NotificationSentStatusChoices.STATUS_SKIPPED],
+            failed_week=week_counts[NotificationSentStatusChoices.STATUS_FAILED],
             email=(user.email or "").strip(), may_change_any=any(row["may_change"] for row in projects),
             score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE,
             rate_hours=settings.NOTIFY_RATE_LIMIT_HOURS, straggler_minutes=settings.NOTIFY_STRAGGLER_MINUTES,

@@ -160,3 +160,23 @@ def test_the_page_says_when_mail_does_not_leave_and_when_jobs_were_last_checked(
     run.finish()
     page = client.get("/notifications/").content.decode()
     assert 'id="notify-no-delivery"' not in page and "Running jobs last checked" in page and "never checked" not in page
+
+
+def test_the_weeks_counts_cover_every_mail_not_only_those_listed(client, team, running_job):
+    """The page lists the latest 50 mails; its 'last 7 days' counts used to be taken from those 50 only."""
+    from datetime import timedelta
+
+    job = running_job("a-team", "mike", 333)
+    now = timezone.now()
+    NotificationSent.objects.bulk_create(
+        [NotificationSent(job=job, reason="wasteful", status="sent", recipient="mike@x.org", user_name="mike",
+                          sent_at=now - timedelta(minutes=n), subject=f"mail {n}") for n in range(60)]
+        + [NotificationSent(job=job, reason="wasteful", status="skipped", recipient="", user_name="mike",
+                            sent_at=now - timedelta(hours=2, minutes=n), subject=f"skipped {n}") for n in range(3)]
+        + [NotificationSent(job=job, reason="wasteful", status="sent", recipient="mike@x.org", user_name="mike",
+                            sent_at=now - timedelta(days=8), subject="older")])
+    other = running_job("a-other", "sam", 444)
+    _mail(other)  # not visible to the member
+    client.force_login(team["member"])
+    page = " ".join(client.get("/notifications/").content.decode().split())
+    assert "In the last 7 days: 60 sent, 3 skipped about jobs you can see" in page
