@@ -39,7 +39,3 @@ class TriageItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.state})"
-
-    @property
-    def is_open(self) -> bool:
-        return self.state in (TriageItemStateChoices.NEW, TriageItemStateChoices.ACKNOWLEDGED)
