@@ -36,7 +36,7 @@ class ReportView(TemplateView):
             errors = [f"{item.get('field') or 'request'}: {item['message']}" for item in _items(error)]
             data, preset = {}, "7d"
             report = usage_for_request(self.request, {})
-        report["downloads"] = download_links(self.request, report)
+        report["downloads"] = download_links(report)
         context.update(report=report, preset=preset, errors=errors, choices=report_choices_for_user(self.request.user),
                        presets=[("24h", "24 h"), ("7d", "7 days"), ("30d", "30 days"), ("custom", "custom")])
         return context

@@ -53,3 +53,16 @@ def test_the_verdict_is_written_by_the_server(client, world):  # noqa: F811
     assert "mean saturation S 50 of 100" in verdict
     assert "40 GPU-hours lost, most by project a-llm01" in verdict
     assert "Computing" not in verdict
+
+
+def test_after_a_bad_filter_the_downloads_are_of_the_report_shown(client, world):  # noqa: F811
+    """The page falls back to the default report; its download links used to keep the refused filter (and answer 404)."""
+    client.force_login(world["alice"])
+    report = embedded(client.get("/reports/", {"project": "a-nope", "group_by": "user"}))
+    assert [row["key"] for row in report["rows"]] == ["a-llm01"]  # the default report: per project, all of alice's
+    link = report["downloads"]["csv"]
+    assert "a-nope" not in link and "group_by=project" in link
+    response = client.get(link)
+    assert response.status_code == 200
+    lines = response.content.decode().splitlines()
+    assert lines[0].startswith("group_by,key,") and lines[1].startswith("project,a-llm01,")

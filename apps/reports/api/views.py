@@ -2,7 +2,7 @@
 from datetime import datetime, timezone
 
 import pandas as pd
-from django.http import HttpResponse
+from django.http import HttpResponse, QueryDict
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -33,10 +33,15 @@ def usage_for_request(request, data=None) -> dict:
                                  partition=values["partition"])
 
 
-def download_links(request, payload: dict) -> dict[str, str]:
-    """The same report as files, its window pinned (a running job counts until the JSON's ``until``, so the file
-    holds the same numbers when fetched a minute later)."""
-    query = request.GET.copy()
+def download_links(payload: dict) -> dict[str, str]:
+    """The same report as files, from the report's own (validated) filters, its window pinned (a running job counts
+    until the JSON's ``until``, so the file holds the same numbers when fetched a minute later). Never the request's
+    raw query: a page that fell back to the default report after a bad filter offers the report it shows."""
+    query = QueryDict(mutable=True)
+    for name, value in payload["filters"].items():
+        if value:
+            query[name] = value
+    query["group_by"] = payload["group_by"]
     for name in ("since", "until"):
         query[name] = payload["window"][name].isoformat()
     return {fmt: f"{reverse('reports-api:usage-download', kwargs={'extension': fmt})}?{query.urlencode()}" for fmt in FORMATS}
@@ -63,7 +68,7 @@ class UsageView(APIView):
     @extend_schema(parameters=[UsageParams], responses={200: UsageResponse})
     def get(self, request):
         payload = usage_for_request(request)
-        payload["downloads"] = download_links(request, payload)
+        payload["downloads"] = download_links(payload)
         return Response(payload)
 
 
