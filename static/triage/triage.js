@@ -33,6 +33,15 @@
   }
 
   const WORDS = { new: "new", acknowledged: "acknowledged", resolved: "resolved", muted: "muted" };
+  const OPEN = new Set(["new", "acknowledged"]); // apps.triage.selectors.OPEN_STATES
+
+  function bumpOpen(delta) {  // the verdict's "N open items" follows the changes made in place
+    document.querySelectorAll("[data-role=open-count]").forEach((span) => {
+      const n = Math.max(0, Number(span.dataset.open || 0) + delta);
+      span.dataset.open = String(n);
+      span.textContent = `${n} ${span.dataset.word}${n === 1 ? "" : "s"}`;
+    });
+  }
 
   function show(li, item) {
     const before = li.dataset.state;
@@ -46,6 +55,7 @@
     li.querySelector("[data-role=who]").textContent = who;
     li.querySelector("[data-role=message]").textContent = item.note || "";
     if (before !== item.state) { bump(li.dataset.kind, before, -1); bump(li.dataset.kind, item.state, +1); }
+    if (OPEN.has(before) !== OPEN.has(item.state)) bumpOpen(OPEN.has(item.state) ? +1 : -1);
   }
 
   let filtering = null;

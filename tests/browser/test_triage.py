@@ -181,8 +181,15 @@ def test_the_inbox_filters_in_place(live_server, page, transactional_db, sources
     # the list that came in place still acts in place
     page.locator("#filter-state").select_option("open")
     item = page.locator("#triage-results li.triage-item").first
+    opened = TriageItem.objects.filter(state__in=["new", "acknowledged"]).count()
+    expect(page.locator("h1")).to_have_text(f"Triage inbox: {opened} open items")
     item.get_by_role("button", name="Resolve").click()
     expect(item.locator("[data-role=state]")).to_have_text("resolved")
+    expect(page.locator("h1")).to_have_text(f"Triage inbox: {opened - 1} open items")  # the verdict follows in place
+    item.get_by_role("button", name="Reopen").click()
+    expect(page.locator("h1")).to_have_text(f"Triage inbox: {opened} open items")
+    item.get_by_role("button", name="Resolve").click()
+    expect(page.locator("h1")).to_have_text(f"Triage inbox: {opened - 1} open items")
     assert TriageItem.objects.get(kind="straggler").state == "resolved"
     assert page.evaluate("window.__triage_marker") == 1
     assert page.problems.take() == []
