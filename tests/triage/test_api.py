@@ -1,5 +1,6 @@
 """The triage API and pages: staff only, filters, the PATCH of a state with its validation, the plain-form
 fallback, and the section on the staff page."""
+import re
 from datetime import timedelta
 
 import pytest
@@ -76,7 +77,7 @@ def test_the_staff_page_opens_with_the_inbox(synced, client):
     client.force_login(synced["staff"])
     page = client.get("/staff/").content.decode()
     assert page.index('id="triage-heading"') < page.index('id="tasks-heading"')
-    assert "Needs a person: 7 items" in page
+    assert "Needs a person: 7 items" in re.sub(r"<[^>]+>", "", page)  # the count sits in a span the script updates
     first = page.index("triage-item-")
     assert page.index("alps/1001", first) < page.index("alps/1002", first) < page.index("nid000777", first)
     assert "mailto:alice%40example.org?subject=" in page or "mailto:alice@example.org?subject=" in page
