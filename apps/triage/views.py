@@ -1,5 +1,7 @@
 """Pages of the triage app (staff only): the inbox with filters, the plain-form fallback of an item's state
 change, and "refresh now" (enqueues the sync)."""
+import re
+
 from django.contrib import messages
 from django.http import HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -17,6 +19,7 @@ from .sections import inbox_context
 from .services import TriageError, triage_update
 
 PAGE_ITEMS = 500  # the API's limit too
+NAIVE_MINUTE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?")  # what <input type="datetime-local"> posts
 
 
 def _back(request) -> str:
@@ -53,6 +56,8 @@ class ItemChangeView(StaffRequiredMixin, View):
     def post(self, request, pk):
         item = get_object_or_404(TriageItem, pk=pk)
         data = {name: request.POST[name] for name in ("state", "assignee", "muted_until", "note") if request.POST.get(name)}
+        if NAIVE_MINUTE.fullmatch(data.get("muted_until", "")):  # the form's datetime-local field is labelled UTC
+            data["muted_until"] += "Z"
         serializer = TriageUpdateSerializer(data=data)
         if not serializer.is_valid():
             problems = "; ".join(f"{field}: {' '.join(str(m) for m in errors)}" for field, errors in serializer.errors.items())

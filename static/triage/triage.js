@@ -51,7 +51,7 @@
     state.textContent = WORDS[item.state] || item.state;
     state.className = `state triage-state triage-state--${item.state}`;
     let who = item.assignee ? `→ ${item.assignee}` : "";
-    if (item.muted_until) who += ` until ${new Date(item.muted_until).toLocaleString()}`;
+    if (item.muted_until) who += ` until ${new Date(item.muted_until).toISOString().slice(5, 16).replace("T", " ")} UTC`;
     li.querySelector("[data-role=who]").textContent = who;
     li.querySelector("[data-role=message]").textContent = item.note || "";
     if (before !== item.state) { bump(li.dataset.kind, before, -1); bump(li.dataset.kind, item.state, +1); }
@@ -105,7 +105,7 @@
       if (data.state === "acknowledged" && assignee) data.assignee = assignee;
       if (data.state === "muted") {
         const value = form.elements.muted_until.value;
-        data.muted_until = value ? new Date(value).toISOString() : null;
+        data.muted_until = value ? `${value}:00Z` : null; // the field is in UTC, as the form without JavaScript reads it
       }
       const message = li.querySelector("[data-role=message]");
       message.textContent = "saving…";

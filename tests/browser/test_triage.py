@@ -193,3 +193,27 @@ def test_the_inbox_filters_in_place(live_server, page, transactional_db, sources
     assert TriageItem.objects.get(kind="straggler").state == "resolved"
     assert page.evaluate("window.__triage_marker") == 1
     assert page.problems.take() == []
+
+
+def test_a_mute_typed_in_a_browser_outside_utc_ends_at_the_utc_time_typed(live_server, browser, transactional_db, sources):  # noqa: F811
+    """The mute field is UTC, with or without the script (the script used to read it in the browser's zone)."""
+    from datetime import datetime, timezone
+
+    from apps.triage.models import TriageItem
+    from apps.triage.services import triage_sync
+
+    triage_sync()
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, timezone_id="Europe/Zurich")
+    try:
+        page = context.new_page()
+        log_in(page, live_server.url, "sam", "pw-for-tests-1", "/staff/triage/?kind=catalog_incident")
+        page.wait_for_url("**/staff/triage/**")
+        item = page.locator("li.triage-item[data-kind=catalog_incident]")
+        item.locator("input[type=datetime-local]").fill("2099-01-01T08:00")
+        item.get_by_role("button", name="Mute until").click()
+        expect(item.locator("[data-role=state]")).to_have_text("muted")
+        expect(item.locator("[data-role=who]")).to_contain_text("until 01-01 08:00 UTC")
+        muted = TriageItem.objects.get(kind="catalog_incident").muted_until
+        assert muted == datetime(2099, 1, 1, 8, 0, tzinfo=timezone.utc)
+    finally:
+        context.close()

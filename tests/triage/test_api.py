@@ -154,3 +154,17 @@ def test_refresh_now_queues_the_sync(synced, client, settings):
     assert any("triage.sync_inbox" in path.read_text(errors="replace") for path in new)
     client.force_login(synced["alice"])
     assert client.post("/staff/triage/refresh/").status_code == 403
+
+
+def test_the_form_mutes_until_a_utc_time_whatever_the_sites_zone(synced, client, settings):
+    """The mute field is labelled UTC and the script sends it as UTC; the form used to read it in TIME_ZONE."""
+    from datetime import datetime, timezone
+
+    settings.TIME_ZONE = "Europe/Zurich"  # UTC+1 in January
+    client.force_login(synced["staff"])
+    item = TriageItem.objects.get(kind="catalog_incident")
+    client.post(f"/staff/triage/{item.pk}/", {"state": "muted", "muted_until": "2099-01-01T08:00"})
+    item.refresh_from_db()
+    assert (item.state, item.muted_until) == ("muted", datetime(2099, 1, 1, 8, 0, tzinfo=timezone.utc))
+    page = client.get("/staff/triage/?state=muted").content.decode()
+    assert "until 01-01 08:00 UTC" in page
