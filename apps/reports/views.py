@@ -1,6 +1,7 @@
 """The usage and efficiency report page: the first answer is rendered into the page, later filters fetch the API."""
 from datetime import datetime, timedelta, timezone
 
+from django.conf import settings
 from django.views.generic import TemplateView
 from rest_framework.exceptions import APIException, ValidationError
 
@@ -38,6 +39,7 @@ class ReportView(TemplateView):
             report = usage_for_request(self.request, {})
         report["downloads"] = download_links(report)
         context.update(report=report, preset=preset, errors=errors, choices=report_choices_for_user(self.request.user),
+                       score_below=settings.WASTE_SCORE_BELOW,
                        presets=[("24h", "24 h"), ("7d", "7 days"), ("30d", "30 days"), ("custom", "custom")])
         return context
 

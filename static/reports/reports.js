@@ -6,8 +6,8 @@
   "use strict";
 
   const PRESETS = { "24h": 24 * 3600e3, "7d": 7 * 24 * 3600e3, "30d": 30 * 24 * 3600e3 };
-  const LOW_S = 30; // apps.saturation.waste.WASTE_SCORE_BELOW
   const form = document.getElementById("report-filters");
+  const LOW_S = Number(form.dataset.lowS); // settings.WASTE_SCORE_BELOW: where triage calls a job wasteful
   const tableBody = document.querySelector("#usage-table tbody");
   let report = JSON.parse(document.getElementById("report-data").textContent);
   let sort = { key: "gpu_hours", dir: -1 };
@@ -130,7 +130,7 @@
     const colours = h.jobs.map((_, i) => (h.edges[i] < LOW_S ? "#b3261e" : h.edges[i] < 60 ? "#c98a00" : "#1e7b34"));
     const scored = h.jobs.reduce((a, b) => a + b, 0);
     document.getElementById("histogram-note").textContent = `${number(scored)} of ${number(report.totals.jobs)} jobs have a score; ` +
-      "the bars count jobs, hover for their GPU-hours in the window. Red: under S 30, where triage calls a job wasteful.";
+      `the bars count jobs, hover for their GPU-hours in the window. Red: under S ${number(LOW_S)}, where triage calls a job wasteful.`;
     figure.dataset.rendered = "false";
     if (!window.Plotly) return;
     Plotly.react(figure, [{

@@ -66,3 +66,12 @@ def test_after_a_bad_filter_the_downloads_are_of_the_report_shown(client, world)
     assert response.status_code == 200
     lines = response.content.decode().splitlines()
     assert lines[0].startswith("group_by,key,") and lines[1].startswith("project,a-llm01,")
+
+
+def test_the_low_saturation_mark_follows_the_sites_waste_threshold(client, world, settings):  # noqa: F811
+    """The page and its script said 'below S 30' whatever WASTE_SCORE_BELOW was."""
+    settings.WASTE_SCORE_BELOW = 55.0
+    client.force_login(world["alice"])
+    html = " ".join(client.get("/reports/").content.decode().split())
+    assert 'data-low-s="55"' in html
+    assert "Rows below S 55 (where triage calls a job wasteful) are marked." in html
