@@ -81,14 +81,16 @@ def _sent_visible_to(user) -> QuerySet[NotificationSent]:
     return queryset
 
 
-def notifications_sent_for_user(user, limit: int = 50, *, counted_since: datetime | None = None) -> QuerySet[NotificationSent]:
+def notifications_sent_for_user(user, limit: int = 50, *,
+                                counted_since: datetime | None = None) -> QuerySet[NotificationSent]:
     """The latest mails about jobs ``user`` may see. With ``counted_since``, each row also carries how many of *all*
     those mails (not only the ``limit`` listed) were recorded since then per status, as ``since_<status>``: window
     counts, taken before the limit, in the same query."""
     queryset = _sent_visible_to(user).select_related("job", "job__cluster")
     if counted_since is not None:
-        queryset = queryset.annotate(**{f"since_{status}": Window(Count("pk", filter=Q(sent_at__gte=counted_since, status=status)))
-                                        for status in NotificationSentStatusChoices.values})
+        queryset = queryset.annotate(**{
+            f"since_{status}": Window(Count("pk", filter=Q(sent_at__gte=counted_since, status=status)))
+            for status in NotificationSentStatusChoices.values})
     return queryset.order_by("-sent_at", "-pk")[:limit]
 
 

@@ -195,7 +195,8 @@ def test_the_inbox_filters_in_place(live_server, page, transactional_db, sources
     assert page.problems.take() == []
 
 
-def test_a_mute_typed_in_a_browser_outside_utc_ends_at_the_utc_time_typed(live_server, browser, transactional_db, sources):  # noqa: F811
+def test_a_mute_typed_outside_utc_ends_at_the_utc_time_typed(live_server, browser, transactional_db,
+                                                             sources):  # noqa: F811
     """The mute field is UTC, with or without the script (the script used to read it in the browser's zone)."""
     from datetime import datetime, timezone
 
