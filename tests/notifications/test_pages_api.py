@@ -180,3 +180,17 @@ def test_the_weeks_counts_cover_every_mail_not_only_those_listed(client, team, r
     client.force_login(team["member"])
     page = " ".join(client.get("/notifications/").content.decode().split())
     assert "In the last 7 days: 60 sent, 3 skipped about jobs you can see" in page
+
+
+@pytest.mark.django_db
+def test_the_home_page_says_whether_mail_is_on_for_the_users_projects(client, team):
+    from apps.accounts.models import Project
+    from apps.notifications.models import ProjectNotifications
+
+    client.force_login(team["member"])
+    page = client.get("/").content.decode()
+    assert "Mail about your jobs" in page and "Off for all 1 of your project" in page
+    ProjectNotifications.objects.create(project=Project.objects.get(slurm_account="a-team"), waste=True)
+    page = client.get("/").content.decode()
+    assert "On for 1 of 1 project" in page and "<code>a-team</code> (wasteful jobs)" in page
+    assert 'href="/notifications/"' in page and "See the switches" in page  # a member does not switch them
