@@ -8,7 +8,11 @@ import os
 
 from celery import Celery
 
+from .broker import install as install_atomic_filesystem_broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.embedded")
+# The embedded profile's filesystem:// broker writes whole message files only (portal/broker.py).
+install_atomic_filesystem_broker()
 
 app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
