@@ -6,6 +6,15 @@ import math
 from datetime import datetime, timedelta
 
 
+def finite(value) -> float | None:
+    """``value`` as a float when it is a finite number (``"2.5"`` -> 2.5), else None (None, NaN, inf, text)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def significant(value: float | int | None, digits: int = 3) -> str:
     """``1.4791`` -> ``1.48``, ``32512`` -> ``32,500``, ``0.000123`` -> ``0.000123``, None -> ``–``.
     Integers below 1,000 are shown whole; large ones get separators."""

@@ -23,11 +23,11 @@ Plain Python: no Django. Tested in tests/reports/test_usage.py.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping
 
+from apps.core.numbers import finite
 from apps.saturation.waste import gpu_hours_lost
 
 GROUPS = {"project": "account", "user": "user", "partition": "partition"}
@@ -76,14 +76,6 @@ class JobUsage:
     energy_gpu_hours: float = 0.0  # GPU-hours inside the window whose energy was measured
 
 
-def _finite(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _hours(start: datetime, end: datetime) -> float:
     return max(0.0, (end - start).total_seconds() / 3600.0)
 
@@ -100,7 +92,7 @@ def job_usage(row: JobRow | Mapping, since: datetime, until: datetime, now: date
         return None
     gpus = max(0, int(row.gpus or 0))
     waste = gpu_hours_lost(hours, gpus, score=row.score, idle_gpus=row.idle_gpus or 0, per_gpu=row.per_gpu)
-    energy, energy_kwh, energy_gpu_hours = _finite(row.energy_j), None, 0.0
+    energy, energy_kwh, energy_gpu_hours = finite(row.energy_j), None, 0.0
     measured_start = max(row.energy_start or row.start, row.start)
     measured_end = min(row.energy_end or end, end)
     measured_hours = _hours(measured_start, measured_end)
@@ -120,7 +112,7 @@ def _share(part: float, whole: float) -> float | None:
 
 def _aggregate(usages: list[JobUsage]) -> dict:
     gpu_hours = sum(u.gpu_hours for u in usages)
-    scored = [u for u in usages if _finite(u.row.score) is not None and u.gpu_hours > 0]
+    scored = [u for u in usages if finite(u.row.score) is not None and u.gpu_hours > 0]
     scored_hours = sum(u.gpu_hours for u in scored)
     with_energy = [u for u in usages if u.energy_kwh is not None]
     return {
@@ -141,7 +133,7 @@ def score_histogram(usages: Iterable[JobUsage]) -> dict:
     bins = len(BIN_EDGES) - 1
     jobs, hours = [0] * bins, [0.0] * bins
     for usage in usages:
-        score = _finite(usage.row.score)
+        score = finite(usage.row.score)
         if score is None:
             continue
         index = min(max(int(score // BIN_WIDTH), 0), bins - 1)

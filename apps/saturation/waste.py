@@ -11,9 +11,10 @@ Plain Python: no Django. Tested in tests/saturation/test_waste.py.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
+
+from apps.core.numbers import finite
 
 IDLE_BUSY = 0.05  # apps.saturation.scoring: a GPU busy less than this share of the time is idle
 # A running job is "wasteful" (triage, notifications) when its score is under this, or when at least this
@@ -35,14 +36,6 @@ class Waste:
         return self.lost / self.gpu_hours if self.gpu_hours and not self.unknown_gpus else None
 
 
-def _finite(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def gpu_hours_lost(hours: float, gpus: int, *, score: float | None, idle_gpus: int = 0,
                    per_gpu: Iterable[Mapping] | None = None) -> Waste:
     """What ``gpus`` GPUs held for ``hours`` hours lost.
@@ -59,7 +52,7 @@ def gpu_hours_lost(hours: float, gpus: int, *, score: float | None, idle_gpus: i
         lost = idle = 0.0
         unknown = 0
         for row in rows:
-            busy, s = _finite(row.get("busy")), _finite(row.get("score"))
+            busy, s = finite(row.get("busy")), finite(row.get("score"))
             if busy is not None and busy < IDLE_BUSY:
                 idle += hours
             elif s is None:
@@ -69,7 +62,7 @@ def gpu_hours_lost(hours: float, gpus: int, *, score: float | None, idle_gpus: i
         unknown += max(0, gpus - len(rows))  # GPUs the job holds that never reported
         return Waste(gpu_hours=gpus * hours, lost=lost + idle, idle_gpu_hours=idle, unknown_gpus=unknown)
     idle_gpus = min(max(0, int(idle_gpus or 0)), gpus)
-    s = _finite(score)
+    s = finite(score)
     idle = idle_gpus * hours
     busy_gpus = gpus - idle_gpus
     if s is None:
@@ -84,5 +77,5 @@ def is_wasteful(*, score: float | None, gpus: int, idle_gpus: int, score_below: 
     """Whether a running job wastes its GPUs: scored under ``score_below``, or ``idle_share`` of its GPUs idle."""
     if gpus and idle_gpus and idle_gpus / gpus >= idle_share:
         return True
-    s = _finite(score)
+    s = finite(score)
     return s is not None and s < score_below

@@ -28,10 +28,10 @@ What the numbers mean
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from apps.core.numbers import finite
 from apps.saturation.waste import IDLE_BUSY, gpu_hours_lost
 
 BIN_WIDTH = 10  # saturation points per histogram bin
@@ -74,14 +74,6 @@ class JobRow:
     window_hours: dict[str, float] = field(default_factory=dict)  # histogram window name -> hours of overlap
 
 
-def _finite(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def overlap_hours(start, end, window_start, window_end) -> float:
     """Hours of ``[start, end]`` inside ``[window_start, window_end]`` (datetimes; 0 when apart)."""
     if start is None or end is None:
@@ -121,7 +113,7 @@ def location_load(jobs: Iterable[JobRow], nodes: Mapping[str, NodeInfo]) -> tupl
     switches: dict[str, dict] = {}
     for job in jobs:
         per_node = gpus_per_node(job)
-        s = _finite(job.score)
+        s = finite(job.score)
         for host in job.nodes:
             info = nodes.get(host)
             if info is None or info.group is None:
@@ -171,7 +163,7 @@ def job_lost_per_hour(job: JobRow):
 def totals(jobs: Iterable[JobRow]) -> dict:
     """System totals over the running ``jobs``."""
     jobs = list(jobs)
-    scored = [job for job in jobs if _finite(job.score) is not None]
+    scored = [job for job in jobs if finite(job.score) is not None]
     scored_gpus = sum(job.gpus for job in scored)
     lost = unknown = 0.0
     for job in jobs:
@@ -213,10 +205,10 @@ def histogram(jobs: Iterable[JobRow], window: str) -> dict:
             continue
         jobs_counted += 1
         rows = [row for row in job.per_gpu if isinstance(row, Mapping)]
-        s = _finite(job.score)
+        s = finite(job.score)
         if rows:
             for row in rows[: job.gpus]:
-                gpu_s = _finite(row.get("score"))
+                gpu_s = finite(row.get("score"))
                 bins[UNSCORED if gpu_s is None else _bin(gpu_s)] += hours
             bins[UNSCORED] += max(0, job.gpus - len(rows)) * hours
         elif s is not None:
@@ -232,7 +224,7 @@ def idle_gpus_of(per_gpu: Iterable[Mapping]) -> list[tuple[str, int]]:
     """``(host, gpu)`` of the GPUs a saturation record counts as idle (busy under ``IDLE_BUSY``)."""
     found = []
     for row in per_gpu or []:
-        busy = _finite(row.get("busy")) if isinstance(row, Mapping) else None
+        busy = finite(row.get("busy")) if isinstance(row, Mapping) else None
         if busy is not None and busy < IDLE_BUSY and row.get("host"):
             found.append((str(row["host"]), int(row.get("gpu") or 0)))
     return found
@@ -257,8 +249,8 @@ def public_job(job: JobRow, index: int, nodes: Mapping[str, NodeInfo]) -> dict:
         "name": job.name if job.visible else None, "user": job.user if job.visible else None,
         "account": job.account if job.visible else None, "url": job.url if job.visible else None,
         "label": f"{job.cluster}/{job.job_id} {job.name}".strip() if job.visible else HIDDEN_LABEL,
-        "gpus": job.gpus, "nodes": len(job.nodes), "score": _finite(job.score),
-        "compute": _finite(job.compute), "memory": _finite(job.memory), "limiter": job.limiter or None,
+        "gpus": job.gpus, "nodes": len(job.nodes), "score": finite(job.score),
+        "compute": finite(job.compute), "memory": finite(job.memory), "limiter": job.limiter or None,
         "idle_gpus": job.idle_gpus, "stragglers": job.stragglers, "hours": round(job.hours, 2),
         "gpu_hours_lost_per_hour": round(waste.lost, 2), "groups": groups, "switches": switches,
     }
