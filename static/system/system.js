@@ -155,9 +155,9 @@
     const trace = (jobs, visible) => ({
       type: "scatter", mode: "markers", name: visible ? "jobs you may see" : "another project's job",
       x: jobs.map((job) => job.compute), y: jobs.map((job) => job.memory),
-      customdata: jobs.map((job) => [job.label, job.score, job.gpus, job.url || ""]),
+      customdata: jobs.map((job) => [job.label, job.score === null ? "not scored" : job.score, job.gpus, job.url || ""]),
       hovertemplate: "%{customdata[0]}<br>compute %{x} · memory %{y}<br>S %{customdata[1]} · %{customdata[2]} GPUs<extra></extra>",
-      marker: { size: jobs.map(size), sizemode: "diameter", color: visible ? jobs.map((job) => viridis(job.score || 0)) : HIDDEN,
+      marker: { size: jobs.map(size), sizemode: "diameter", color: visible ? jobs.map((job) => (job.score === null ? FREE : viridis(job.score))) : HIDDEN,
                 opacity: 0.8, line: { width: 1, color: "#1b2430" } },
     });
     Plotly.newPlot(element, [trace(others, false), trace(mine, true)], {
