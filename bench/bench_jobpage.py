@@ -42,6 +42,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: python bench/bench_jobpage.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.browser import VIEWPORT, NetworkLog, mb, ready_recorder, sign_in, warm_up
 from bench.common import Figure
 from bench.portal_server import BASE_DIR, PortalServer, manage, portal_env, print_table
 
@@ -56,22 +57,12 @@ CHROMIUM_ARGS = [  # the browser tests' flags (tests/browser/conftest.py)
     "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
 ]
-VIEWPORT = {"width": 1280, "height": 800}
 READY_GRACE_S = 10.0  # how long after the load event a page may take to set its marker before it counts as absent
 READY_TIMEOUT_S = 120.0  # a page that announced the marker ("false") must set it within this
 SWITCH_TIMEOUT_S = 30.0
 
 # Runs before any script of the page: note when the page marks itself ready.
-READY_RECORDER = """
-(() => {
-  const mark = () => {
-    const root = document.documentElement;
-    if (root && root.dataset.jobPageReady === "true" && window.__benchReadyAt === undefined) window.__benchReadyAt = performance.now();
-  };
-  new MutationObserver(mark).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ["data-job-page-ready"]});
-  document.addEventListener("DOMContentLoaded", mark);
-})();
-"""
+READY_RECORDER = ready_recorder("job-page-ready")
 
 # One in-place metric switch, timed in the page. Resolves with what happened; never navigates by itself.
 SWITCH = """
@@ -234,8 +225,8 @@ class PageReport:
         ready = n["job_marker"] == "ready"
         figures = [
             Figure(f"{label}: load event", n["job_load_s"], n["list_load_s"], floor_name,
-                   f"{_mb(n['job_bytes'])} in {n['job_requests']} requests (HTML {_mb(n['job_html_bytes'])}) until "
-                   f"{'interactive' if ready else 'the load event'}; job list {_mb(n['list_bytes'])} in {n['list_requests']} "
+                   f"{mb(n['job_bytes'])} in {n['job_requests']} requests (HTML {mb(n['job_html_bytes'])}) until "
+                   f"{'interactive' if ready else 'the load event'}; job list {mb(n['list_bytes'])} in {n['list_requests']} "
                    f"requests ({n['job_bytes'] / max(n['list_bytes'], 1):.1f}x); target <= 2 MB"),
             Figure(f"{label}: interactive", n["job_interactive_s"], n["list_load_s"], floor_name,
                    ("jobPageReady set" if ready else "no jobPageReady marker on the page yet: interactive = load event")
@@ -255,29 +246,8 @@ class PageReport:
         return figures
 
 
-def _mb(count: int) -> str:
-    """Bytes in MB (10^6 bytes, as the 2 MB target) or kB, 3 significant digits."""
-    return f"{count / 1e6:.3g} MB" if count >= 100_000 else f"{count / 1e3:.3g} kB"
-
-
 def chromium_available() -> bool:
     return bool(Path(CHROMIUM).exists() or shutil.which(CHROMIUM))
-
-
-def sign_in(browser, base: str) -> dict:
-    """Sign in through the login form; the context's cookies, for fresh (cold) contexts."""
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.goto(f"{base}/accounts/login/")
-    page.fill("input[name=username]", USERNAME)
-    page.fill("input[name=password]", PASSWORD)
-    with page.expect_navigation():
-        page.click("form:has(input[name=password]) [type=submit]")
-    if "/accounts/login" in page.url:
-        raise RuntimeError(f"signing in as {USERNAME} failed: still on {page.url}")
-    state = context.storage_state()
-    context.close()
-    return state
 
 
 def cold_load(browser, state: dict, url: str, wait_ready: bool, keep_open: bool = False):
@@ -288,12 +258,7 @@ def cold_load(browser, state: dict, url: str, wait_ready: bool, keep_open: bool 
     context = browser.new_context(viewport=VIEWPORT, storage_state=state)
     page = context.new_page()
     page.add_init_script(READY_RECORDER)
-    cdp = context.new_cdp_session(page)
-    sent: dict[str, tuple[float, str, str]] = {}
-    finished: dict[str, tuple[float, int]] = {}
-    cdp.on("Network.requestWillBeSent", lambda e: sent.setdefault(e["requestId"], (e["timestamp"], e["request"]["url"], e.get("type", ""))))
-    cdp.on("Network.loadingFinished", lambda e: finished.__setitem__(e["requestId"], (e["timestamp"], int(e["encodedDataLength"]))))
-    cdp.send("Network.enable")
+    network = NetworkLog(context, page)
     response = page.goto(url, wait_until="load", timeout=300_000)
     if response is None or response.status != 200:
         raise RuntimeError(f"{url} answered {response.status if response else 'nothing'}")
@@ -314,35 +279,13 @@ def cold_load(browser, state: dict, url: str, wait_ready: bool, keep_open: bool 
                                    f"within {READY_TIMEOUT_S:.0f} s") from None
     interactive_ms = ready_ms if ready_ms is not None else load_ms
     page.wait_for_timeout(200)  # let CDP events of requests finished before that moment arrive
-    # CDP timestamps are monotonic seconds; the document's request is (about) the navigation's start.
-    document = next((rid for rid, (_, u, kind) in sent.items() if kind == "Document" and u.startswith(url.split("?")[0])), None)
-    origin = sent[document][0] if document else min(ts for ts, _, _ in sent.values())
-    cutoff = origin + interactive_ms / 1000 + 0.001
-    counted = {rid: size for rid, (ts, size) in finished.items() if ts <= cutoff}
-    largest = sorted(((size, sent.get(rid, (0, "?", ""))[1]) for rid, size in counted.items()), reverse=True)[:4]
-    result = Load(url=url, bytes=sum(counted.values()), requests=sum(1 for ts, _, _ in sent.values() if ts <= cutoff),
-                  html_bytes=finished.get(document, (0, 0))[1] if document else 0,
-                  load_s=load_ms / 1000, interactive_s=interactive_ms / 1000, marker=marker, largest=largest)
+    counted = network.until(url, interactive_ms)
+    result = Load(url=url, bytes=counted["bytes"], requests=counted["requests"], html_bytes=counted["html_bytes"],
+                  load_s=load_ms / 1000, interactive_s=interactive_ms / 1000, marker=marker, largest=counted["largest"])
     if keep_open:
         return result, page, context
     context.close()
     return result
-
-
-def warm_up(state: dict, urls: list[str]) -> None:
-    """Ask for each URL twice at once with the session (likely once from each web process), outside the browser."""
-    import urllib.request
-    from concurrent.futures import ThreadPoolExecutor
-
-    cookie = "; ".join(f"{c['name']}={c['value']}" for c in state["cookies"])
-
-    def get(url: str) -> None:
-        request = urllib.request.Request(url, headers={"Cookie": cookie})
-        with urllib.request.urlopen(request, timeout=600) as response:
-            response.read()
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(get, [url for url in urls for _ in range(2)]))
 
 
 def metric_switch(page, base: str, info: dict, wait_rendered: bool) -> dict:
@@ -420,7 +363,7 @@ def measure(data_dir: Path, nodes: int = NODES, hours: float = HOURS, repeats: i
     with PortalServer(data_dir) as server, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            state = sign_in(browser, server.base)
+            state = sign_in(browser, server.base, USERNAME, PASSWORD)
             job_url = f"{server.base}/jobs/{info['cluster']}/{info['job_id']}/"
             list_url = f"{server.base}/jobs/"
             warm_up(state, [list_url, job_url])  # each web process's first answers (imports, caches) are not measured
@@ -439,9 +382,9 @@ def measure(data_dir: Path, nodes: int = NODES, hours: float = HOURS, repeats: i
         finally:
             browser.close()
     for load in job:
-        print(f"  bench_jobpage: job page {_mb(load.bytes)}, {load.requests} requests, load {load.load_s:.2f} s, "
+        print(f"  bench_jobpage: job page {mb(load.bytes)}, {load.requests} requests, load {load.load_s:.2f} s, "
               f"interactive {load.interactive_s:.2f} s ({load.marker}); largest: "
-              + ", ".join(f"{_mb(size)} {url.split('//', 1)[-1].split('/', 1)[-1][:60]}" for size, url in load.largest),
+              + ", ".join(f"{mb(size)} {url.split('//', 1)[-1].split('/', 1)[-1][:60]}" for size, url in load.largest),
               file=sys.stderr, flush=True)
     return PageReport(gpus=info["gpus"], job=job, job_list=listing, switch=switch, build=info,
                       server=f"gunicorn {server.workers_threads}")

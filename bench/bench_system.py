@@ -31,6 +31,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: python bench/bench_system.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.browser import VIEWPORT, NetworkLog, mb, ready_recorder, sign_in, warm_up
 from bench.common import Figure
 from bench.portal_server import BASE_DIR, PortalServer, manage, portal_python, print_table
 
@@ -43,19 +44,9 @@ CHROMIUM_ARGS = [  # the browser tests' flags (tests/browser/conftest.py)
     "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
 ]
-VIEWPORT = {"width": 1280, "height": 800}
 READY_TIMEOUT_S = 120.0
 
-READY_RECORDER = """
-(() => {
-  const mark = () => {
-    const root = document.documentElement;
-    if (root && root.dataset.systemPageReady === "true" && window.__benchReadyAt === undefined) window.__benchReadyAt = performance.now();
-  };
-  new MutationObserver(mark).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ["data-system-page-ready"]});
-  document.addEventListener("DOMContentLoaded", mark);
-})();
-"""
+READY_RECORDER = ready_recorder("system-page-ready")
 
 SWITCH = """
 async () => {
@@ -95,52 +86,13 @@ def prepare(data_dir: Path) -> dict:
     return portal_python(data_dir, COUNTS)
 
 
-def _mb(count: int) -> str:
-    return f"{count / 1e6:.3g} MB" if count >= 100_000 else f"{count / 1e3:.3g} kB"
-
-
-def sign_in(browser, base: str) -> dict:
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.goto(f"{base}/accounts/login/")
-    page.fill("input[name=username]", USERNAME)
-    page.fill("input[name=password]", PASSWORD)
-    with page.expect_navigation():
-        page.click("form:has(input[name=password]) [type=submit]")
-    if "/accounts/login" in page.url:
-        raise RuntimeError(f"signing in as {USERNAME} failed: still on {page.url}")
-    state = context.storage_state()
-    context.close()
-    return state
-
-
-def warm_up(state: dict, urls: list[str]) -> None:
-    """Each URL twice at once, outside the browser (each web process's first answer is not measured)."""
-    import urllib.request
-    from concurrent.futures import ThreadPoolExecutor
-
-    cookie = "; ".join(f"{c['name']}={c['value']}" for c in state["cookies"])
-
-    def get(url: str) -> None:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"Cookie": cookie}), timeout=600) as response:
-            response.read()
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(get, [url for url in urls for _ in range(2)]))
-
-
 def cold_load(browser, state: dict, url: str, wait_ready: bool, switch: bool = False, shot: Path | None = None) -> dict:
     """One load of ``url`` in a fresh context (empty cache): bytes and requests until interactive, load event,
     interactive, and (``switch``) an in-place colouring switch."""
     context = browser.new_context(viewport=VIEWPORT, storage_state=state)
     page = context.new_page()
     page.add_init_script(READY_RECORDER)
-    cdp = context.new_cdp_session(page)
-    sent: dict[str, tuple[float, str, str]] = {}
-    finished: dict[str, tuple[float, int]] = {}
-    cdp.on("Network.requestWillBeSent", lambda e: sent.setdefault(e["requestId"], (e["timestamp"], e["request"]["url"], e.get("type", ""))))
-    cdp.on("Network.loadingFinished", lambda e: finished.__setitem__(e["requestId"], (e["timestamp"], int(e["encodedDataLength"]))))
-    cdp.send("Network.enable")
+    network = NetworkLog(context, page)
     try:
         response = page.goto(url, wait_until="load", timeout=300_000)
         if response is None or response.status != 200:
@@ -151,15 +103,12 @@ def cold_load(browser, state: dict, url: str, wait_ready: bool, switch: bool = F
             page.wait_for_function("() => window.__benchReadyAt !== undefined", timeout=1000 * READY_TIMEOUT_S)
             ready_ms = page.evaluate("() => window.__benchReadyAt")
         page.wait_for_timeout(200)  # CDP events of requests finished before that moment
-        document = next((rid for rid, (_, u, kind) in sent.items() if kind == "Document" and u.startswith(url.split("?")[0])), None)
-        origin = sent[document][0] if document else min(ts for ts, _, _ in sent.values())
-        cutoff = origin + ready_ms / 1000 + 0.001
-        counted = {rid: size for rid, (ts, size) in finished.items() if ts <= cutoff}
-        result = {"bytes": sum(counted.values()), "requests": sum(1 for ts, _, _ in sent.values() if ts <= cutoff),
-                  "load_s": load_ms / 1000, "interactive_s": ready_ms / 1000,
-                  "largest": sorted(((size, sent.get(rid, (0, "?", ""))[1]) for rid, size in counted.items()), reverse=True)[:4]}
+        counted = network.until(url, ready_ms)
+        result = {"bytes": counted["bytes"], "requests": counted["requests"], "load_s": load_ms / 1000,
+                  "interactive_s": ready_ms / 1000, "largest": counted["largest"]}
         if os.environ.get("BENCH_SYSTEM_DEBUG"):
-            print("  requests:", [(round(ts - origin, 3), u.split("/", 3)[-1][:40]) for ts, u, _ in sent.values()], file=sys.stderr)
+            print("  requests:", [(round(ts - counted["origin"], 3), u.split("/", 3)[-1][:40]) for ts, u, _ in network.sent.values()],
+                  file=sys.stderr)
         if wait_ready:
             result["timing"] = page.evaluate("() => document.documentElement.dataset.systemTiming || ''")
             result["coloured_nodes"] = page.evaluate("() => document.getElementById('system-map').data[0].marker.color.length")
@@ -186,7 +135,7 @@ def measure(data_dir: Path, repeats: int = REPEATS, shot: Path | None = None) ->
     with PortalServer(data_dir) as server, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            state = sign_in(browser, server.base)
+            state = sign_in(browser, server.base, USERNAME, PASSWORD)
             page_url, list_url = f"{server.base}/system/", f"{server.base}/jobs/"
             warm_up(state, [list_url, page_url, f"{server.base}/system/data.json"])
             pages, listing = [], []
@@ -198,9 +147,9 @@ def measure(data_dir: Path, repeats: int = REPEATS, shot: Path | None = None) ->
             browser.close()
         workers = server.workers_threads
     for load in pages:
-        print(f"  bench_system: /system/ {_mb(load['bytes'])}, {load['requests']} requests, load {load['load_s']:.2f} s, "
+        print(f"  bench_system: /system/ {mb(load['bytes'])}, {load['requests']} requests, load {load['load_s']:.2f} s, "
               f"interactive {load['interactive_s']:.2f} s ({load['timing']}), {load['coloured_nodes']:,} nodes coloured; largest: "
-              + ", ".join(f"{_mb(size)} {url.split('//', 1)[-1].split('/', 1)[-1][:50]}" for size, url in load["largest"]),
+              + ", ".join(f"{mb(size)} {url.split('//', 1)[-1].split('/', 1)[-1][:50]}" for size, url in load["largest"]),
               file=sys.stderr, flush=True)
     median = lambda loads, key: statistics.median(load[key] for load in loads)  # noqa: E731
     size, list_size = int(median(pages, "bytes")), int(median(listing, "bytes"))
@@ -209,8 +158,8 @@ def measure(data_dir: Path, repeats: int = REPEATS, shot: Path | None = None) ->
     nodes = pages[-1]["coloured_nodes"]
     return [
         Figure(f"system page, {nodes:,} nodes, cold: load event", median(pages, "load_s"), median(listing, "load_s"), floor_name,
-               f"{_mb(size)} in {int(median(pages, 'requests'))} requests until interactive "
-               f"({'within' if size <= TARGET_BYTES else 'OVER'} the 2 MB target); job list {_mb(list_size)}"),
+               f"{mb(size)} in {int(median(pages, 'requests'))} requests until interactive "
+               f"({'within' if size <= TARGET_BYTES else 'OVER'} the 2 MB target); job list {mb(list_size)}"),
         Figure(f"system page, {nodes:,} nodes, cold: interactive", median(pages, "interactive_s"), median(listing, "load_s"),
                floor_name, f"every node coloured by S; target <= {TARGET_INTERACTIVE_S:g} s "
                f"({'met' if median(pages, 'interactive_s') <= TARGET_INTERACTIVE_S else 'MISSED'}; {workers}, "
