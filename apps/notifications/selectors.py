@@ -21,7 +21,7 @@ from apps.jobs.choices import JobStateChoices
 from apps.jobs.models import Job
 from apps.jobs.selectors import job_list_for_user
 from apps.saturation.models import JobSaturation
-from apps.saturation.waste import gpu_hours_lost, is_wasteful
+from apps.saturation.selectors import job_waste as saturation_job_waste
 
 from apps.triage.selectors import triage_items
 
@@ -126,28 +126,13 @@ def running_records(accounts: list[str] | None = None) -> list[tuple[Job, JobSat
     return [(job, records.get(job.pk)) for job in jobs]
 
 
-def job_gpus(job: Job, record: JobSaturation | None) -> int:
-    return int(job.gpus or (len(record.per_gpu) if record is not None and record.per_gpu else 0))
-
-
-def job_hours(job: Job, now: datetime) -> float:
-    window = job.run_window(now)
-    return 0.0 if window is None else max(0.0, (window[1] - window[0]).total_seconds() / 3600.0)
-
-
 def job_is_wasteful(job: Job, record: JobSaturation | None) -> bool:
-    if record is None or record.computed is None:
-        return False
-    gpus = job_gpus(job, record)
-    if not gpus:  # no GPU known: nothing to waste, nothing to mail about
-        return False
-    return is_wasteful(score=record.score, gpus=gpus, idle_gpus=record.idle_gpus or 0,
-                       score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE)
+    """Scored and wasteful (apps.saturation.selectors.job_waste, the triage inbox's reading)."""
+    return record is not None and saturation_job_waste(job, record).wasteful
 
 
 def job_waste(job: Job, record: JobSaturation, now: datetime):
-    return gpu_hours_lost(job_hours(job, now), job_gpus(job, record), score=record.score, idle_gpus=record.idle_gpus or 0,
-                          per_gpu=record.per_gpu or None)
+    return saturation_job_waste(job, record, now).waste
 
 
 def digest_items() -> list[DigestItem]:

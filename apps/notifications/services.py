@@ -31,6 +31,7 @@ from django.utils import timezone
 from apps.accounts.models import Project
 from apps.jobs.models import Job
 from apps.saturation.choices import JobSaturationStatusChoices
+from apps.saturation.selectors import job_waste as saturation_job_waste
 from apps.triage.services import triage_sync
 
 from . import messages
@@ -38,7 +39,7 @@ from .choices import NotificationSentReasonChoices as Reason
 from .choices import NotificationSentStatusChoices as Status
 from .choices import StaffDigestStatusChoices
 from .models import COUNTING_STATUSES, NotificationSent, ProjectNotifications, StaffDigest, StragglerSighting
-from .selectors import digest_items, job_gpus, job_hours, job_is_wasteful, job_link, job_waste, running_records
+from .selectors import digest_items, job_is_wasteful, job_link, job_waste, running_records
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,9 @@ def notification_claim(job: Job, reason: str, *, now: datetime, user_name: str, 
 
 
 def _facts(job: Job, record, now: datetime) -> messages.JobFacts:
+    reading = saturation_job_waste(job, record, now)
     return messages.JobFacts(cluster=job.cluster.name, job_id=job.display_id, name=job.name, user_name=job.user_name,
-                             account=job.account, link=job_link(job), gpus=job_gpus(job, record), hours=job_hours(job, now),
+                             account=job.account, link=job_link(job), gpus=reading.gpus, hours=reading.hours,
                              score=record.score, idle_gpus=record.idle_gpus or 0, limiter=record.limiter or "",
                              settings_link=settings.SITE_URL.rstrip("/") + reverse("notifications:index"))
 

@@ -1,7 +1,12 @@
 """Read queries of the saturation app."""
+from dataclasses import dataclass
+
+from django.conf import settings
+
 from .choices import JobSaturationStatusChoices
 from .models import GpuModelCeiling, JobSaturation
 from .scoring import DEFAULT_MODEL, MODELS, GpuModel, model_for
+from .waste import Waste, gpu_hours_lost, is_wasteful
 
 
 def saturation_by_job(job_pks: list[int]) -> dict[int, JobSaturation]:
@@ -25,3 +30,25 @@ def gpu_model_for_job(job) -> GpuModel:
             .values_list("gpu_model", flat=True).first())
     models = gpu_models()
     return model_for(name, models, default=models.get(DEFAULT_MODEL.name))
+
+
+@dataclass(frozen=True)
+class JobWaste:
+    """What a job's allocation lost so far, the one reading the triage inbox and the notifications share."""
+
+    gpus: int  # the job's GPUs (Slurm's count; the scored GPUs when Slurm gave none)
+    hours: float  # its run window so far (Job.run_window)
+    wasteful: bool  # scored, and wasteful by WASTE_SCORE_BELOW / WASTE_IDLE_SHARE (waste.is_wasteful)
+    waste: Waste  # GPU-hours lost over those hours (waste.gpu_hours_lost)
+
+
+def job_waste(job, record: JobSaturation, now=None) -> JobWaste:
+    """``job``'s waste by its saturation ``record`` over its run until ``now``."""
+    gpus = int(job.gpus or len(record.per_gpu or []) or 0)
+    window = job.run_window(now)
+    hours = max(0.0, (window[1] - window[0]).total_seconds() / 3600) if window else 0.0
+    wasteful = record.computed is not None and is_wasteful(
+        score=record.score, gpus=gpus, idle_gpus=record.idle_gpus or 0,
+        score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE)
+    waste = gpu_hours_lost(hours, gpus, score=record.score, idle_gpus=record.idle_gpus or 0, per_gpu=record.per_gpu or None)
+    return JobWaste(gpus=gpus, hours=hours, wasteful=wasteful, waste=waste)

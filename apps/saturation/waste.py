@@ -74,8 +74,11 @@ def gpu_hours_lost(hours: float, gpus: int, *, score: float | None, idle_gpus: i
 
 def is_wasteful(*, score: float | None, gpus: int, idle_gpus: int, score_below: float = WASTE_SCORE_BELOW,
                 idle_share: float = WASTE_IDLE_SHARE) -> bool:
-    """Whether a running job wastes its GPUs: scored under ``score_below``, or ``idle_share`` of its GPUs idle."""
-    if gpus and idle_gpus and idle_gpus / gpus >= idle_share:
+    """Whether a running job wastes its GPUs: scored under ``score_below``, or ``idle_share`` of its GPUs idle.
+    A job without GPUs has nothing to waste."""
+    if not gpus:
+        return False
+    if idle_gpus and idle_gpus / gpus >= idle_share:
         return True
     s = finite(score)
     return s is not None and s < score_below

@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.saturation.waste import gpu_hours_lost, is_wasteful
+from apps.saturation.selectors import job_waste
 
 from . import selectors
 from .choices import TriageItemKindChoices as Kind
@@ -44,15 +44,12 @@ def _job_findings(now: datetime) -> list[Finding]:
         job = record.job
         label, url = _job_label(job), reverse("jobs:detail", args=[job.cluster.name, job.job_id])
         owner = f"{job.user_name} ({job.account})" if job.account else job.user_name
-        gpus = int(job.gpus or len(record.per_gpu or []) or 0)
-        window = job.run_window(now)
-        hours = (window[1] - window[0]).total_seconds() / 3600 if window else 0.0
+        reading = job_waste(job, record, now)
+        gpus, hours, waste = reading.gpus, reading.hours, reading.waste
         facts = {"job": label, "job_name": job.name, "user": job.user_name, "email": emails.get(job.user_name, ""),
                  "gpus": gpus, "idle_gpus": record.idle_gpus, "score": record.score, "limiter": record.limiter,
                  "hours": round(hours, 3)}
-        if is_wasteful(score=record.score, gpus=gpus, idle_gpus=record.idle_gpus,
-                       score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE):
-            waste = gpu_hours_lost(hours, gpus, score=record.score, idle_gpus=record.idle_gpus, per_gpu=record.per_gpu)
+        if reading.wasteful:
             why = (f"{record.idle_gpus} of {gpus} GPUs idle" if record.idle_gpus else
                    f"S = {record.score:.0f}" if record.score is not None else "no score")
             detail = (f"{why}; {waste.lost:,.1f} of {waste.gpu_hours:,.1f} GPU-hours lost over {hours:,.1f} h"

@@ -39,3 +39,4 @@ def test_wasteful_means_a_low_score_or_many_idle_gpus():
     assert not is_wasteful(score=80.0, gpus=8, idle_gpus=1)
     assert not is_wasteful(score=None, gpus=8, idle_gpus=0)
     assert not is_wasteful(score=55.0, gpus=0, idle_gpus=0, score_below=50.0)
+    assert not is_wasteful(score=5.0, gpus=0, idle_gpus=0)  # no GPUs: nothing to waste
