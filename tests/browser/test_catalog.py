@@ -4,17 +4,16 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.session import log_in
+from tests.demo_snapshot import load_demo
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_search_a_product_its_missing_members_and_the_explorer(live_server, page, screenshot):
-    from django.core.management import call_command
-
     from apps.catalog.models import CheckRun
 
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     planted = [group["member"] for group in CheckRun.objects.filter(product__name="dcgm-device", kind="coverage")
                .order_by("-ran").first().measured["missing"]]
     log_in(page, live_server.url, "staff", "belvedere-staff", "/catalog/")
@@ -76,9 +75,7 @@ def test_search_a_product_its_missing_members_and_the_explorer(live_server, page
 
 @pytest.mark.django_db(transaction=True)
 def test_a_researcher_explores_only_their_own_jobs(live_server, page, screenshot):
-    from django.core.management import call_command
-
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     log_in(page, live_server.url, "demo", "belvedere-demo", "/catalog/explorer/?product=dcgm-profiling")
     frame = page.frame_locator("#explorer-frame")
     expect(frame.locator("#note")).to_contain_text("Choose one of your jobs", timeout=60_000)

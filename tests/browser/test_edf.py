@@ -4,6 +4,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.demo_snapshot import load_demo
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 PASSWORD = "pw-for-tests-1"
@@ -156,9 +158,7 @@ def test_completion_offers_annotations_and_their_values(live_server, page, scree
 
 
 def test_demo_chain_resolves_in_the_editor(live_server, page, screenshot, transactional_db):
-    from django.core.management import call_command
-
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     page.goto(f"{live_server.url}/accounts/login/?next=/edf/demo/megatron-debug/")
     page.get_by_label("Username").fill("demo")
     page.get_by_label("Password").fill("belvedere-demo")

@@ -11,6 +11,8 @@ import pytest
 
 from . import session
 
+from tests.demo_snapshot import load_demo
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 ROW_OF = """([id, host, gpu]) => {
@@ -35,13 +37,11 @@ def wait_until(page, expression, timeout=30_000):
 
 @pytest.fixture
 def demo(transactional_db, settings):
-    from django.core.management import call_command
-
     from apps.jobs.models import Job
     from apps.telemetry.synthetic_jobs import default_planted
 
     settings.JOB_PAGE_LIVE_SECONDS = 3  # the live update is the real one, only more often
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     job = Job.objects.get(name="megatron-gpt-175b-pretrain")
     return job, default_planted(list(job.node_list))
 

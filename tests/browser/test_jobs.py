@@ -3,14 +3,14 @@ import pytest
 
 from .test_job_page import wait_until
 
+from tests.demo_snapshot import load_demo
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 @pytest.fixture
 def demo_system(transactional_db):
-    from django.core.management import call_command
-
-    call_command("demo")
+    load_demo()
 
 
 def log_in(page, base_url, username="demo", password="belvedere-demo"):

@@ -7,6 +7,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from tests.browser.session import log_in
+from tests.demo_snapshot import load_demo
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -26,11 +27,9 @@ def wait_for_status(page, url, wanted, timeout_s=60):
 
 @pytest.mark.django_db(transaction=True)
 def test_request_form_change_and_approval(live_server, page, screenshot, celery_worker_process):
-    from django.core.management import call_command
-
     from apps.namespaces.models import NamespaceRequest
 
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     log_in(page, live_server.url, "demo", "belvedere-demo", "/namespaces/")
     states = dict(zip(page.locator("#namespaces tbody tr td:nth-child(1)").all_inner_texts(),
                       page.locator("#namespaces tbody tr td:nth-child(4)").all_inner_texts()))

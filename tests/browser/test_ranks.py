@@ -2,18 +2,18 @@
 redrawn in place (no navigation, zoom kept), bad selections explained, and the form without JavaScript."""
 import pytest
 
+from tests.demo_snapshot import load_demo
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 @pytest.fixture
 def megatron(transactional_db):
-    from django.core.management import call_command
-
     from apps.jobs.models import Job
     from apps.saturation.colourings import register
 
     register()  # what SaturationConfig.ready() does; idempotent
-    call_command("demo")
+    load_demo()
     return Job.objects.get(name="megatron-gpt-175b-pretrain")
 
 

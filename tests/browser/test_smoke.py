@@ -3,6 +3,8 @@ import pytest
 
 from apps.core.navigation import NAVIGATION
 
+from tests.demo_snapshot import load_demo
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
@@ -16,9 +18,7 @@ def log_in(page, base_url: str, username: str, password: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_staff_visits_every_navigation_page_without_errors(live_server, page, screenshot, celery_worker_process):
-    from django.core.management import call_command
-
-    call_command("demo")
+    load_demo()
     log_in(page, live_server.url, "staff", "belvedere-staff")
     page.wait_for_load_state("networkidle")
     assert page.get_by_role("heading", level=1).inner_text().startswith("Welcome")
@@ -61,9 +61,7 @@ def assert_basic_accessibility(page, where: str) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_pages_print_without_navigation(live_server, page, screenshot):
-    from django.core.management import call_command
-
-    call_command("demo")
+    load_demo()
     log_in(page, live_server.url, "demo", "belvedere-demo")
     page.emulate_media(media="print")
     assert not page.get_by_role("navigation", name="Main").is_visible()
@@ -75,9 +73,7 @@ def test_pages_print_without_navigation(live_server, page, screenshot):
 
 @pytest.mark.django_db(transaction=True)
 def test_researcher_sees_no_staff_link_and_works_on_a_phone(live_server, browser, screenshot, celery_worker_process):
-    from django.core.management import call_command
-
-    call_command("demo")
+    load_demo()
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
     page = context.new_page()
     errors = []

@@ -4,6 +4,8 @@ import pytest
 
 from .session import log_in
 
+from tests.demo_snapshot import load_demo
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
@@ -13,12 +15,10 @@ def open_job(page, live_server, job, query=""):
 
 
 def test_megatron_job_telemetry_heatmap(live_server, page, screenshot, transactional_db):
-    from django.core.management import call_command
-
     from apps.jobs.models import Job
     from apps.telemetry.synthetic_jobs import default_planted
 
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     job = Job.objects.get(name="megatron-gpt-175b-pretrain")
     open_job(page, live_server, job, "?tfield=100")
     section = page.get_by_role("region", name="GPU telemetry")
@@ -42,12 +42,10 @@ def test_megatron_job_telemetry_heatmap(live_server, page, screenshot, transacti
 def test_megatron_job_saturation_section(live_server, page, screenshot, transactional_db):
     """Score, stragglers in words, bands, scatter, a straggler's series against its peers, PNG download,
     and the straggler on the network with the job's other nodes still shown."""
-    from django.core.management import call_command
-
     from apps.jobs.models import Job
     from apps.saturation.models import JobSaturation
 
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     job = Job.objects.get(name="megatron-gpt-175b-pretrain")
     record = JobSaturation.objects.get(job=job)
     throttled = next(s for s in record.stragglers if s["signal"] == "sm_clock")

@@ -1,14 +1,14 @@
 """/topology/ in headless Chromium: the full reference system, and a highlighted node set."""
 import pytest
 
+from tests.demo_snapshot import load_demo
+
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 @pytest.fixture
 def demo_system(transactional_db):
-    from django.core.management import call_command
-
-    call_command("demo")
+    load_demo()
 
 
 def log_in(page, base_url):

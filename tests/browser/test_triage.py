@@ -6,6 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.session import log_in
+from tests.demo_snapshot import load_demo
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
@@ -41,8 +42,6 @@ def largest_loss(settings):
 
 
 def test_the_inbox_on_the_demo_ranks_lists_and_acts_in_place(live_server, page, screenshot, transactional_db, settings):
-    from django.core.management import call_command
-
     from apps.catalog.models import Incident
     from apps.jobs.models import Job
     from apps.namespaces.models import NamespaceRequest
@@ -52,7 +51,7 @@ def test_the_inbox_on_the_demo_ranks_lists_and_acts_in_place(live_server, page, 
     from apps.vetting.models import NodeHealth, Recommendation
 
     settings.VETTING_ACTIONS_DRY_RUN = True
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     score_running_jobs()
     triage_sync()
 

@@ -5,17 +5,16 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.session import log_in
+from tests.demo_snapshot import load_demo
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 def test_filters_a_node_timeline_and_a_triage_action(live_server, page, screenshot, transactional_db, settings):
-    from django.core.management import call_command
-
     from apps.vetting.models import NodeHealth, NodeHealthEvent
 
     settings.VETTING_ACTIONS_DRY_RUN = True
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     log_in(page, live_server.url, "staff", "belvedere-staff", "/vetting/")
     page.wait_for_selector("#vetting-heatmap[data-rendered=true]", timeout=60_000)
     assert page.locator("#failure-rates tbody tr").count() >= 3

@@ -12,6 +12,7 @@ from apps.catalog.definitions import load_product
 from apps.catalog.models import CheckRun, DataProduct, Incident
 from apps.catalog.services import field_units, run_checks
 from tests.catalog.test_definitions import GOOD
+from tests.demo_snapshot import load_demo
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 SILENT = [f"nid{n:06d}" for n in range(1001, 1009)]  # stopped 30 minutes ago
@@ -153,7 +154,7 @@ def test_the_demo_gap_shows_the_exact_missing_nodes(transactional_db, store):
     from apps.telemetry.backends.base import Query
     from apps.topology.models import Node
 
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     device = DataProduct.objects.get(name="dcgm-device")
     coverage = latest(device, "coverage")
     assert coverage.status == "fail"

@@ -1,14 +1,14 @@
 """The demo's EDFs: a three-level inheritance chain, a history with a fixed mistake, and sharing."""
 import pytest
-from django.core.management import call_command
 
 from apps.edf.selectors import edf_base_texts, edf_get_for_user, edf_list_for_user
 from apps.edf.validator import validate
 
+from tests.demo_snapshot import load_demo
 
-@pytest.mark.django_db
-def test_demo_user_has_a_chain_a_history_and_a_shared_edf(django_user_model):
-    call_command("demo", stdout=open("/dev/null", "w"))
+
+def test_demo_user_has_a_chain_a_history_and_a_shared_edf(transactional_db, django_user_model):
+    load_demo()
     demo = django_user_model.objects.get(username="demo")
     visible = {(d.owner.username, d.name) for d in edf_list_for_user(demo)}
     own = {name for owner, name in visible if owner == "demo"}

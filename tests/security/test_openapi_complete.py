@@ -227,15 +227,16 @@ DATA = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def demo(django_db_setup, django_db_blocker):
-    """The demo system, built once for this module inside a transaction that is rolled back at its end."""
+    """The demo system, loaded once for this module (restored from the run's copy where it can be) and
+    flushed at its end, as a transactional test leaves the database."""
     from django.core.management import call_command
-    from django.db import transaction
+
+    from tests.demo_snapshot import load_demo
 
     with django_db_blocker.unblock():
-        with transaction.atomic():
-            call_command("demo", verbosity=0)
-            yield
-            transaction.set_rollback(True)
+        load_demo()
+        yield
+        call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture

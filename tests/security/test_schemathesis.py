@@ -25,6 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from tests.demo_snapshot import load_demo
+
 pytestmark = [pytest.mark.django_db]
 
 # Examples per operation, identity and generation mode; Hypothesis stops early for operations whose
@@ -125,13 +127,12 @@ def in_process_wsgi():
     request_finished.connect(close_old_connections)
 
 
-def test_the_whole_api_answers_as_documented_for_a_researcher_and_for_staff(django_user_model, in_process_wsgi):
-    from django.core.management import call_command
+def test_the_whole_api_answers_as_documented_for_a_researcher_and_for_staff(transactional_db, django_user_model, in_process_wsgi):
     from rest_framework.authtoken.models import Token
 
     from portal.wsgi import application
 
-    call_command("demo")
+    load_demo()
     researcher = django_user_model.objects.get(username="demo")
     staff = django_user_model.objects.get(username="staff")
     values = _known_values(researcher)

@@ -3,7 +3,6 @@ names its link-heavy neighbour, and the feeders keep both running and fed."""
 from datetime import datetime, timedelta
 
 import pytest
-from django.core.management import call_command
 from django.utils import timezone
 
 from apps.core.demo import FeedContext, demo_clock
@@ -14,6 +13,8 @@ from apps.system.demo import NEIGHBOUR_ID, NEIGHBOUR_NAME, WASTEFUL_ID, WASTEFUL
 from apps.system.panel import job_in_context
 from apps.telemetry.synthetic_jobs import profile_for
 from apps.topology.models import Node
+
+from tests.demo_snapshot import load_demo
 
 
 def lost_by_running_wasteful_job(now) -> dict[str, float]:
@@ -29,9 +30,8 @@ def lost_by_running_wasteful_job(now) -> dict[str, float]:
     return lost
 
 
-@pytest.mark.django_db
-def test_the_demo_has_a_clearly_wasteful_job_and_a_crowded_megatron_run_that_the_feeders_keep(client, store):
-    call_command("demo", stdout=open("/dev/null", "w"))
+def test_the_demo_has_a_clearly_wasteful_job_and_a_crowded_megatron_run_that_the_feeders_keep(transactional_db, client, store):
+    load_demo()
     clock = demo_clock()
     origin = datetime.fromisoformat(clock["origin"])
 

@@ -5,6 +5,8 @@ import pytest
 
 from apps.vetting.models import NodeHealth, NodeHealthEvent, Recommendation, Rule
 
+from tests.demo_snapshot import load_demo
+
 DATA = Path(__file__).parent / "data"
 
 
@@ -114,7 +116,7 @@ def test_topology_coloured_by_vetting(client, people, vetted):
 def test_demo_plants_repeat_offenders_and_a_bad_switch(transactional_db):
     from django.core.management import call_command
 
-    call_command("demo", stdout=open("/dev/null", "w"))
+    load_demo()
     from apps.vetting.models import NodeHealth, VettingRun
 
     assert VettingRun.objects.filter(submitter="demo").count() > 1000
