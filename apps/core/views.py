@@ -1,16 +1,24 @@
 """Pages and endpoints that belong to the portal as a whole."""
+import logging
+
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.mixins import UserPassesTestMixin
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from django.views.generic import TemplateView
 
+from . import statuses
 from .readiness import readiness_report
 from .models import Heartbeat, TaskRun
 from .page_sections import page_sections
+from .waiting import waiting_entries
+from .waiting_counts import read_counts, verdict
+
+logger = logging.getLogger(__name__)
 
 
 def rendered_sections(page: str, request) -> list[dict]:
@@ -42,6 +50,25 @@ class StaffRequiredMixin(UserPassesTestMixin):
         return self.request.user.is_staff
 
 
+def waiting_for_staff(request) -> dict:
+    """The registered counts of what waits (apps.core.waiting), each with the address of its list."""
+    def failed(entry, error):
+        logger.warning("waiting count %s failed", entry.key, exc_info=error)
+
+    items = []
+    for item in read_counts(waiting_entries(), request, on_error=failed):
+        try:
+            url = reverse(item.url_name) + item.url_query
+        except NoReverseMatch:
+            logger.warning("waiting count %s names no page: %s", item.key, item.url_name)
+            url = ""
+        items.append({"item": item, "url": url})
+    counts = [entry["item"] for entry in items]
+    return {"items": items, "verdict": verdict(counts),
+            "total": sum(item.count for item in counts if item.known),
+            "unknown": sum(1 for item in counts if not item.known)}
+
+
 class StaffView(StaffRequiredMixin, TemplateView):
     template_name = "core/staff.html"
 
@@ -51,6 +78,8 @@ class StaffView(StaffRequiredMixin, TemplateView):
         # can take seconds and must not hold up the page. Clusters, people and projects are the
         # sections the jobs and accounts apps register.
         context.update(
+            waiting=waiting_for_staff(self.request),
+            status_vocabulary=statuses.vocabulary(),
             sections=rendered_sections("staff", self.request),
             heartbeats=Heartbeat.objects.order_by("name"),
             task_runs=TaskRun.objects.select_related("requested_by")[:20],

@@ -11,6 +11,24 @@ document.addEventListener("DOMContentLoaded", () => {
   }
 });
 
+// One status vocabulary (apps/core/statuses.py): a page that fills in states holds the rules as
+// <script id="status-vocabulary" type="application/json">; "FAILED", "fail" and "Node_Fail" read as
+// "Failed" and "Node fail", one colour per meaning. Without the rules a state is shown sentence-cased.
+function statusBadge(value) {
+  const element = document.getElementById("status-vocabulary");
+  const rules = element ? JSON.parse(element.textContent) : { meanings: {}, synonyms: {}, acronyms: {} };
+  let state = String(value ?? "").trim().replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase()
+    .replace(/[\s\-_.]+/g, "_").replace(/^_+|_+$/g, "") || "unknown";
+  const meaning = rules.meanings[state] || rules.meanings[rules.synonyms[state]] || "neutral";
+  const shown = (rules.synonyms[state] || state).split("_").map((part) => rules.acronyms[part] || part);
+  if (shown[0] === shown[0].toLowerCase()) shown[0] = shown[0].charAt(0).toUpperCase() + shown[0].slice(1);
+  const badge = document.createElement("span");
+  badge.className = `status status--${meaning}`;
+  badge.dataset.state = state;
+  badge.textContent = shown.join(" ");
+  return badge;
+}
+
 // Staff page: fill the services table from /readyz without holding up the page.
 document.addEventListener("DOMContentLoaded", async () => {
   const table = document.querySelector("[data-readiness-url]");
@@ -25,8 +43,9 @@ document.addEventListener("DOMContentLoaded", async () => {
     body.replaceChildren(row(["readiness", "fail", `could not reach /readyz: ${error}`]));
     return;
   }
-  overall.textContent = report.status;
-  overall.className = `status status--${report.status}`;
+  const overallBadge = statusBadge(report.status);
+  overall.textContent = overallBadge.textContent;
+  overall.className = overallBadge.className;
   body.replaceChildren(...Object.entries(report.checks).map(([name, check]) => row([name, check.status, check.message])));
 
   function row([name, status, message]) {
@@ -35,10 +54,7 @@ document.addEventListener("DOMContentLoaded", async () => {
     th.scope = "row";
     th.textContent = name;
     const state = document.createElement("td");
-    const badge = document.createElement("span");
-    badge.className = `status status--${status}`;
-    badge.textContent = status;
-    state.append(badge);
+    state.append(statusBadge(status));
     const detail = document.createElement("td");
     detail.textContent = message;
     tr.append(th, state, detail);

@@ -2,7 +2,9 @@
 from datetime import timedelta
 
 from django import template
+from django.utils.html import format_html
 
+from apps.core import statuses
 from apps.core.numbers import quantity, significant
 
 register = template.Library()
@@ -86,3 +88,28 @@ def qty(value, unit="") -> str:
 def replace_name(url: str, name: str) -> str:
     """A URL reversed with the placeholder NAME, for one of several figures: '…/NAME.json' -> '…/bands.json'."""
     return str(url).replace("NAME", str(name))
+
+
+@register.simple_tag
+def status_badge(value, label=None, title=None) -> str:
+    """A state as one badge in the portal's one vocabulary: ``{% status_badge run.status %}`` shows "FAILED",
+    "Fail" or "failed" as "Failed" with the colour of failure (apps.core.statuses). ``label`` replaces the
+    words (a sentence such as "3 of 8 failed") while the colour still follows ``value``."""
+    found = statuses.status(value)
+    text = found.words if label in (None, "") else label
+    if title:
+        return format_html('<span class="status status--{}" data-state="{}" title="{}">{}</span>',
+                           found.meaning, found.state, title, text)
+    return format_html('<span class="status status--{}" data-state="{}">{}</span>', found.meaning, found.state, text)
+
+
+@register.filter
+def status_words(value) -> str:
+    """A state's words only: 'NODE_FAIL' -> 'Node fail'."""
+    return statuses.words(value)
+
+
+@register.filter
+def status_meaning(value) -> str:
+    """A state's colour class only (ok, active, waiting, warn, fail, neutral, info), for a row or a cell."""
+    return statuses.meaning(value)
