@@ -5,6 +5,7 @@ from django.db import models
 class ManagedNamespaceStateChoices(models.TextChoices):
     PROVISIONING = "provisioning", "provisioning"
     SYNCING = "syncing", "syncing"
+    COMMITTED = "committed", "committed"  # in git; no Argo CD to say whether it was applied
     READY = "ready", "ready"
     DEGRADED = "degraded", "degraded"
     FAILED = "failed", "failed"

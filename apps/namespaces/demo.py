@@ -220,7 +220,7 @@ def _teardown(teams: _Teams, recorded: _RecordedArgo) -> None:
     from .services import teardown_advance, teardown_request
 
     old = ManagedNamespace.objects.get(name=f"{teams.first}-scratch")
-    teardown_request(old, teams.demo, backup=True, reason="the KubeRay trial is over")
+    teardown_request(old, teams.demo, backup=True, reason="the KubeRay trial is over", confirm=old.name)
     teardown_advance(old, client=recorded)
     teardown_advance(old, actor=teams.demo.username, client=_RecordedArgo({}), backup_done=True)
 

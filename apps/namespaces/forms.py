@@ -9,6 +9,11 @@ from .inventory import Inventory
 GPU_ROWS = 3
 
 
+def split_list(text: str) -> list[str]:
+    """A comma- or line-separated list as typed in one field."""
+    return _split(text)
+
+
 def _split(text: str) -> list[str]:
     return [part.strip() for part in text.replace(",", "\n").splitlines() if part.strip()]
 
@@ -35,6 +40,10 @@ def spec_from_form(data, inventory: Inventory) -> dict:
     for key, blueprint in inventory.blueprints.items():
         if data.get(f"bp_{key}"):
             params = {name: get(f"bp_{key}_{name}") for name in blueprint.params if get(f"bp_{key}_{name}")}
+            # a service's host name is picked from the namespace's host names, typed once above: the first by default
+            for name, rule in blueprint.params.items():
+                if rule.get("type") == "hostname" and name not in params and spec["hostnames"]:
+                    params[name] = spec["hostnames"][0]
             blueprints.append({"id": key, "params": params})
     spec["blueprints"] = blueprints
     return spec

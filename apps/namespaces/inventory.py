@@ -77,6 +77,7 @@ class Inventory:
     groups: dict  # role -> pattern with {team}
     limits: dict = field(default_factory=dict)  # default container requests/limits for the LimitRange
     default_envelope: dict = field(default_factory=dict)
+    storage_capacity: dict = field(default_factory=dict)  # class -> bytes the cluster offers in all (absent: not stated)
 
     def gpu_resource_keys(self) -> list[str]:
         keys = {"nvidia.com/gpu"}
@@ -121,6 +122,11 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
             unknown = set(item.get("storage", [])) - set(data["storage_classes"])
             if unknown:
                 raise InventoryError(f"{path}: environment {env} allows unknown storage classes {sorted(unknown)}")
+        capacity = {}
+        for name, size in (data.get("storage_capacity") or {}).items():
+            if name not in data["storage_classes"]:
+                raise InventoryError(f"{path}: storage_capacity names unknown storage class {name!r}")
+            capacity[name] = parse_quantity(size)
         envelope = data.get("default_envelope") or {}
         for key in ("cpu", "memory"):
             if key in envelope:
@@ -132,6 +138,6 @@ def load_inventory(path: str | Path | None = None) -> Inventory:
             monitoring_namespace=cluster["monitoring_namespace"], dns_namespace=cluster.get("dns_namespace", "kube-system"),
             environments=data["environments"], storage_classes=data["storage_classes"], gpu_models=models, blueprints=blueprints,
             reserved_prefixes=tuple(data.get("reserved_prefixes", ())), groups=data["groups"], limits=data.get("limits") or {},
-            default_envelope=envelope)
+            default_envelope=envelope, storage_capacity=capacity)
     except (KeyError, TypeError, ValueError, QuantityError) as exc:
         raise InventoryError(f"{path}: {type(exc).__name__}: {exc}") from exc

@@ -45,3 +45,10 @@ def approval_queue(user) -> list[NamespaceRequest]:
 
     waiting = requests_for_user(user).filter(status=NamespaceRequestStatusChoices.WAITING).order_by("created")
     return [request for request in waiting if may_approve(request, user)]
+
+
+def approval_queue_count(user) -> int:
+    """How many requests wait for ``user``'s decision (the staff page's "what waits" count)."""
+    if not getattr(user, "is_staff", False):
+        return 0
+    return len(approval_queue(user))

@@ -22,6 +22,7 @@ from .render import render
 from .schemas import validate_manifests
 from .spec import Check, Usage, namespace_name, normalise, validate
 from .spec import usage_of as spec_usage_of
+from . import status as status_rules
 
 TEARDOWN_STEPS = ("freeze", "backup", "remove", "prune", "verify", "archive")
 
@@ -136,6 +137,55 @@ def preview(spec: dict, user, *, namespace: ManagedNamespace | None = None) -> P
     return Preview(check, name, manifests, rendered, diff, extra.get("_approvers", []))
 
 
+@dataclass
+class ApprovalFacts:
+    manifests: str  # the rendered manifests, as YAML
+    diff: str  # against what the repository holds now
+    envelope: list  # facts.EnvelopeRow
+    capacity: list  # facts.CapacityRow
+    over_envelope: list  # resources beyond the envelope after the request
+    over_capacity: list  # resources the cluster would not have
+    production: bool
+    error: str = ""  # why manifests or diff could not be shown
+
+
+def approval_facts(request: NamespaceRequest) -> ApprovalFacts:
+    """What an approver sees before deciding: the manifests the request renders and their diff against the
+    repository now, the team's use against its envelope and the cluster's capacity, each after the request."""
+    from . import facts
+
+    spec = request.spec or {}
+    namespace = request.namespace
+    live = _live(exclude=namespace)
+    team_other, cluster_other = Usage(), Usage()
+    team_count = 0
+    for ns in live:
+        usage = usage_of(ns.spec)
+        cluster_other = cluster_other + usage
+        if ns.project_id == request.project_id:
+            team_other = team_other + usage
+            team_count += 1
+    current = usage_of(namespace.spec) if namespace else Usage()
+    asked = usage_of(spec)
+    envelope, _ = envelope_of(request.project)
+    envelope_rows = facts.envelope_rows(team_other=team_other, current=current, asked=asked, envelope=envelope,
+                                        namespaces_other=team_count, new_namespace=namespace is None)
+    capacity_rows = facts.capacity_rows(inventory(), cluster_other=cluster_other, current=current, asked=asked)
+    manifests_text, diff, error = "", "", ""
+    try:
+        from .render import to_yaml
+
+        manifests = render(spec, inventory())
+        manifests_text = to_yaml(manifests)
+        diff = repository().diff(GitOpsRepo.directory(request.project.slurm_account, request.name), render_files(spec, manifests))
+    except GitError as exc:
+        error = f"the GitOps repository cannot be read: {exc}"
+    except (KeyError, TypeError, ValueError) as exc:  # a spec stored before a rule changed
+        error = f"the request no longer renders: {type(exc).__name__}: {exc}"
+    return ApprovalFacts(manifests_text, diff, envelope_rows, capacity_rows, [row.resource for row in envelope_rows if row.over],
+                         [row.resource for row in capacity_rows if row.over], is_production(request), error)
+
+
 # ---------------------------------------------------------------------------------------------
 # The workflow
 
@@ -197,13 +247,29 @@ def may_approve(request: NamespaceRequest, user) -> bool:
     return user.is_superuser or not request.approvers or user.get_username() in request.approvers
 
 
-def decide(request: NamespaceRequest, user, *, approve: bool, reason: str = "") -> NamespaceRequest:
+def is_production(request: NamespaceRequest) -> bool:
+    """Whether the request is for an environment where a person always approves (the inventory's ``approval: true``)."""
+    environment = (request.spec or {}).get("environment")
+    return bool(inventory().environments.get(environment, {}).get("approval"))
+
+
+def decide(request: NamespaceRequest, user, *, approve: bool, reason: str = "", confirmed: bool = True) -> NamespaceRequest:
+    """Approve or reject a waiting request. A rejection says why; approving a production namespace takes a
+    note (what the approver checked) and, from the page, the confirmation box (``confirmed``)."""
     if request.status != NamespaceRequestStatusChoices.WAITING:
         raise NotAllowed(f"request {request.number} is {request.get_status_display()}, not waiting for approval")
     if not may_approve(request, user):
         raise NotPermitted(f"only {', '.join(request.approvers) or 'staff'} may decide on {request.number}")
     if not approve and not reason.strip():
         raise NotAllowed("say why the request is rejected: the team reads it")
+    if approve and is_production(request):
+        environment = request.spec.get("environment")
+        if not reason.strip():
+            raise NotAllowed(f"{request.number} is a {environment} namespace: approving it takes a note saying what you checked "
+                             "(it is recorded in the request's steps); nothing was approved")
+        if not confirmed:
+            raise NotAllowed(f"{request.number} is a {environment} namespace: tick the confirmation that you checked the manifests, "
+                             "the team's envelope and the cluster's capacity; nothing was approved")
     with transaction.atomic():
         request.decided_by, request.decision_reason = user, reason.strip()[:500]
         _move(request, NamespaceRequestStatusChoices.APPROVED if approve else NamespaceRequestStatusChoices.REJECTED, user.get_username(),
@@ -259,10 +325,11 @@ def commit(request: NamespaceRequest) -> NamespaceRequest:
             _set_state(namespace, ManagedNamespaceStateChoices.SYNCING, "belvedere", f"{request.number} committed, waiting for Argo CD", sha)
             _move(request, NamespaceRequestStatusChoices.SYNCING, "belvedere", "waiting for Argo CD to sync")
         else:
-            _set_state(namespace, ManagedNamespaceStateChoices.PROVISIONING if namespace.state == ManagedNamespaceStateChoices.PROVISIONING else namespace.state,
-                       "belvedere", f"{request.number} committed; no Argo CD configured", sha, force_event=True)
-            namespace.status_message = "committed, no Argo CD configured"
-            namespace.save()
+            # what git knows, by the same rules as the status refresh: a recorded failure keeps its reason
+            _event(namespace=namespace, from_state=namespace.state, to_state=namespace.state, actor="belvedere",
+                   message=f"{request.number} committed; no Argo CD configured", commit=sha)
+            outcome = status_rules.without_argo(_known(namespace), timezone.now())
+            _apply(namespace, outcome, "belvedere")
     return request
 
 
@@ -293,38 +360,71 @@ def applications_of(namespace: ManagedNamespace) -> list[tuple[str, str]]:
     return apps
 
 
+def committed_at(namespace: ManagedNamespace):
+    """When the namespace's last commit was made (the first step recorded with it), or None."""
+    if not namespace.commit:
+        return None
+    found = RequestEvent.objects.filter(namespace=namespace, commit=namespace.commit).order_by("created").values_list("created", flat=True).first()
+    if found is None:
+        found = RequestEvent.objects.filter(request__namespace=namespace, commit=namespace.commit).order_by("created") \
+            .values_list("created", flat=True).first()
+    return found
+
+
+def _known(namespace: ManagedNamespace) -> status_rules.Known:
+    return status_rules.Known(state=namespace.state, message=namespace.status_message, commit=namespace.commit,
+                              committed_at=committed_at(namespace), created=namespace.created or timezone.now())
+
+
+def _apply(namespace: ManagedNamespace, outcome: status_rules.Outcome, actor: str) -> None:
+    namespace.status_message = outcome.message[:1000]
+    detail = dict(namespace.status_detail or {})
+    if outcome.remark:
+        detail["remark"] = outcome.remark[:1000]
+    else:
+        detail.pop("remark", None)
+    namespace.status_detail = detail
+    _set_state(namespace, outcome.state, actor, outcome.message, namespace.commit if namespace.state != outcome.state else "")
+
+
 def refresh_status(namespace: ManagedNamespace, client: ArgoClient | None = None) -> ManagedNamespace:
-    """Ask Argo CD how the namespace's applications are; move the namespace and its open requests."""
+    """Ask Argo CD how the namespace's applications are; move the namespace and its open requests.
+    The rules of what a refresh may change are ``status.py``'s: a recorded failure and its reason are never
+    replaced by "no Argo CD" or "unreachable"; without Argo CD a waiting namespace says what git knows."""
     client = client or argo_client()
-    namespace.status_checked = timezone.now()
+    if namespace.state == ManagedNamespaceStateChoices.ARCHIVED:
+        return namespace
+    now = timezone.now()
+    known = _known(namespace)
     if client is None:
-        namespace.status_message = "committed, no Argo CD configured"
-        namespace.save()
+        _apply(namespace, status_rules.without_argo(known, now), "belvedere")
+        if namespace.state == ManagedNamespaceStateChoices.FAILED and known.state != namespace.state:
+            for request in namespace.requests.filter(status__in=[NamespaceRequestStatusChoices.SYNCING, NamespaceRequestStatusChoices.COMMITTED]):
+                _move(request, NamespaceRequestStatusChoices.FAILED, "belvedere", namespace.status_message)
         return namespace
-    if namespace.state in (ManagedNamespaceStateChoices.ARCHIVED,):
-        return namespace
+    namespace.status_checked = now
     try:
         apps = [client.application(name, project) for name, project in applications_of(namespace)]
     except ArgoUnavailable as exc:
-        namespace.status_message = f"status unknown: {exc}"
-        namespace.save()
+        _apply(namespace, status_rules.argo_unreachable(known, str(exc)), "argocd")
         return namespace
     summary = summarise(apps)
     namespace.sync_status, namespace.health_status = worst(apps)
-    namespace.status_message, namespace.status_detail = summary.message[:1000], {"apps": summary.apps}
+    namespace.status_detail = {**(namespace.status_detail or {}), "apps": summary.apps}
     if namespace.state in (ManagedNamespaceStateChoices.TEARING_DOWN, ManagedNamespaceStateChoices.FROZEN):
+        namespace.status_message = summary.message[:1000]
+        namespace.status_detail.pop("remark", None)
         namespace.save()
         return namespace
-    target = {"ready": ManagedNamespaceStateChoices.READY, "syncing": ManagedNamespaceStateChoices.SYNCING, "degraded": ManagedNamespaceStateChoices.DEGRADED,
-              "failed": ManagedNamespaceStateChoices.FAILED}[summary.state]
-    _set_state(namespace, target, "argocd", summary.message, namespace.commit)
+    outcome = status_rules.from_argo(known, summary.state, summary.message, now)
+    _apply(namespace, outcome, "argocd")
     for request in namespace.requests.filter(status__in=[NamespaceRequestStatusChoices.SYNCING, NamespaceRequestStatusChoices.COMMITTED]):
-        if summary.state == "syncing" and request.status == NamespaceRequestStatusChoices.COMMITTED:
-            _move(request, NamespaceRequestStatusChoices.SYNCING, "argocd", summary.message)
-        elif summary.state == "ready":
-            _move(request, NamespaceRequestStatusChoices.READY, "argocd", summary.message)
-        elif summary.state in ("failed", "degraded"):
-            _move(request, NamespaceRequestStatusChoices.FAILED, "argocd", summary.message)
+        if outcome.state == "syncing" and request.status == NamespaceRequestStatusChoices.COMMITTED:
+            _move(request, NamespaceRequestStatusChoices.SYNCING, "argocd", outcome.message)
+        elif outcome.state == "ready":
+            _move(request, NamespaceRequestStatusChoices.READY, "argocd", outcome.message)
+        elif outcome.state in ("failed", "degraded"):
+            _move(request, NamespaceRequestStatusChoices.FAILED, "argocd", outcome.message)
     return namespace
 
 
@@ -332,9 +432,14 @@ def refresh_status(namespace: ManagedNamespace, client: ArgoClient | None = None
 # Teardown: freeze, (backup), remove from git, wait for prune, verify, archive
 
 
-def teardown_request(namespace: ManagedNamespace, user, *, backup: bool, reason: str) -> NamespaceRequest:
+def teardown_request(namespace: ManagedNamespace, user, *, backup: bool, reason: str, confirm: str) -> NamespaceRequest:
+    """Start tearing ``namespace`` down. ``confirm`` must be the namespace's name, typed by the person."""
     if namespace.state in (ManagedNamespaceStateChoices.TEARING_DOWN, ManagedNamespaceStateChoices.ARCHIVED):
         raise NotAllowed(f"{namespace.name} is already {namespace.get_state_display()}")
+    if (confirm or "").strip() != namespace.name:
+        typed = (confirm or "").strip()
+        raise NotAllowed(f"type the namespace's name, {namespace.name}, to confirm the teardown"
+                         + (f" ('{typed[:80]}' is not it)" if typed else "") + "; nothing was torn down")
     if not reason.strip():
         raise NotAllowed("say why the namespace goes away")
     with transaction.atomic():

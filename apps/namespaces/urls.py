@@ -10,5 +10,6 @@ urlpatterns = [
     path("new/preview/", views.PreviewView.as_view(), name="preview"),
     path("approvals/", views.ApprovalQueueView.as_view(), name="approvals"),
     path("requests/<int:pk>/", views.RequestDetailView.as_view(), name="request"),
+    path("requests/<int:pk>/live/", views.RequestLiveView.as_view(), name="request-live"),
     path("<slug:name>/", views.NamespaceDetailView.as_view(), name="detail"),
 ]

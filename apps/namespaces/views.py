@@ -2,6 +2,7 @@
 preview, a namespace's page with its history, a request's page with its diff, and the staff approval queue."""
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import UserPassesTestMixin
 from django.http import Http404, HttpResponseRedirect, JsonResponse
@@ -11,7 +12,7 @@ from django.views.generic import TemplateView
 
 from .api.views import inventory_document
 from .choices import ManagedNamespaceStateChoices, NamespaceRequestStatusChoices
-from .forms import GPU_ROWS, form_field, form_from_spec, spec_from_form
+from .forms import GPU_ROWS, form_field, form_from_spec, spec_from_form, split_list
 from .render import to_yaml
 from .selectors import approval_queue, namespace_get_for_user, namespaces_for_user, requests_for_user, teams_for_user
 from .services import (
@@ -99,7 +100,8 @@ def form_rows(values: dict, errors: dict, inv) -> dict:
     storage = [{"name": name, "label": label, "size": values.get(f"storage_{name}_size", ""), "pvcs": values.get(f"storage_{name}_pvcs", ""),
                 "errors": errors.get(f"storage_{name}_size", []) + errors.get(f"storage_{name}_pvcs", [])}
                for name, label in inv.storage_classes.items()]
-    blueprints = [{"key": key, "bp": bp, "checked": bool(values.get(f"bp_{key}")), "errors": errors.get(f"bp_{key}", []),
+    hostnames = split_list(values.get("hostnames", "") or "")
+    blueprints = [{"key": key, "bp": bp, "checked": bool(values.get(f"bp_{key}")), "errors": errors.get(f"bp_{key}", []), "hostnames": hostnames,
                    "params": [{"name": name, "rule": rule, "label": rule.get("label") or name.replace("_", " ").capitalize(),
                               "value": values.get(f"bp_{key}_{name}", ""), "errors": errors.get(f"bp_{key}_{name}", [])}
                               for name, rule in bp.params.items()]} for key, bp in inv.blueprints.items()]
@@ -139,7 +141,8 @@ class NamespaceDetailView(TemplateView):
         except GitError:
             files = {}
         context.update(namespace=namespace, events=list(namespace.events.all()), requests=list(namespace.requests.select_related("requested_by")[:20]),
-                       files=files, apps=(namespace.status_detail or {}).get("apps", []),
+                       files=files, apps=(namespace.status_detail or {}).get("apps", []), remark=(namespace.status_detail or {}).get("remark", ""),
+                       argo_configured=bool(settings.ARGOCD_URL),
                        quota=json.dumps((namespace.spec.get("quota") or {}), indent=2))
         return context
 
@@ -149,7 +152,8 @@ class NamespaceDetailView(TemplateView):
             raise Http404("no such namespace")
         try:
             if request.POST.get("action") == "teardown":
-                teardown_request(namespace, request.user, backup=bool(request.POST.get("backup")), reason=request.POST.get("reason", ""))
+                teardown_request(namespace, request.user, backup=bool(request.POST.get("backup")), reason=request.POST.get("reason", ""),
+                                 confirm=request.POST.get("confirm_name", ""))
                 messages.success(request, f"{namespace.name} is being torn down: freeze, backup, remove, prune, verify, archive.")
             elif request.POST.get("action") == "backup-done":
                 teardown_advance(namespace, actor=request.user.get_username(), backup_done=True)
@@ -157,6 +161,20 @@ class NamespaceDetailView(TemplateView):
         except NotAllowed as exc:
             messages.error(request, str(exc))
         return HttpResponseRedirect(reverse("namespaces:detail", args=[namespace.name]))
+
+
+# A request's page stops asking for news in these statuses (committed too, when no Argo CD reports a sync).
+FINAL_STATUSES = (NamespaceRequestStatusChoices.REJECTED, NamespaceRequestStatusChoices.UNCHANGED, NamespaceRequestStatusChoices.READY,
+                  NamespaceRequestStatusChoices.FAILED)
+
+
+def live_context(found, user) -> dict:
+    """What the part of a request's page that updates itself shows: state, message, steps, the committed diff."""
+    from django.conf import settings
+
+    final = found.status in FINAL_STATUSES or (found.status == NamespaceRequestStatusChoices.COMMITTED and not settings.ARGOCD_URL)
+    return {"req": found, "events": list(found.events.all()), "final": final,
+            "live_url": reverse("namespaces:request-live", args=[found.pk])}
 
 
 class RequestDetailView(TemplateView):
@@ -167,9 +185,12 @@ class RequestDetailView(TemplateView):
         found = requests_for_user(self.request.user).filter(pk=kwargs["pk"]).first()
         if found is None:
             raise Http404("no such request")
-        from .services import may_approve
+        from .services import approval_facts, is_production, may_approve
 
-        context.update(req=found, events=list(found.events.all()), may_decide=found.status == NamespaceRequestStatusChoices.WAITING and may_approve(found, self.request.user))
+        waiting = found.status == NamespaceRequestStatusChoices.WAITING
+        context.update(live_context(found, self.request.user), may_decide=waiting and may_approve(found, self.request.user),
+                       facts=approval_facts(found) if waiting else None, production=is_production(found),
+                       spec_yaml=to_yaml(found.spec), inventory=inventory())
         return context
 
     def post(self, request, *args, **kwargs):
@@ -177,11 +198,26 @@ class RequestDetailView(TemplateView):
         if found is None:
             raise Http404("no such request")
         try:
-            decide(found, request.user, approve=request.POST.get("decision") == "approve", reason=request.POST.get("reason", ""))
+            decide(found, request.user, approve=request.POST.get("decision") == "approve", reason=request.POST.get("reason", ""),
+                   confirmed=bool(request.POST.get("confirm")))
             messages.success(request, f"{found.number} {found.get_status_display()}.")
         except NotAllowed as exc:
             messages.error(request, str(exc))
         return HttpResponseRedirect(reverse("namespaces:request", args=[found.pk]))
+
+
+class RequestLiveView(TemplateView):
+    """The self-updating part of a request's page, as an HTML fragment the page swaps in place."""
+
+    template_name = "namespaces/_request_live.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        found = requests_for_user(self.request.user).filter(pk=kwargs["pk"]).first()
+        if found is None:
+            raise Http404("no such request")
+        context.update(live_context(found, self.request.user))
+        return context
 
 
 class ApprovalQueueView(UserPassesTestMixin, TemplateView):

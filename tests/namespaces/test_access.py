@@ -66,7 +66,7 @@ def test_reading_the_pages(role, world, objects, client, api_client):
 def test_deciding(role, world, objects, client, api_client):
     client, api = login(role, world, client, api_client)
     waiting = objects["waiting"]
-    response = api.post(f"/api/v1/namespaces/requests/{waiting.pk}/approve/", {}, format="json")
+    response = api.post(f"/api/v1/namespaces/requests/{waiting.pk}/approve/", {"reason": "manifests and capacity checked"}, format="json")
     expected = {"anonymous": 401, "lena": 200, "sam": 403}.get(role, 403)
     assert response.status_code == expected
     if role == "sam":
@@ -102,7 +102,7 @@ def test_changing_and_tearing_down(role, world, objects, client, api_client):
     bigger["quota"]["cpu"]["limits"] = "32"
     changed = api.post("/api/v1/namespaces/requests/", bigger, format="json")
     teardown = api.post("/api/v1/namespaces/a-llm01-mlflow/teardown/", {"reason": "mine now"}, format="json")
-    page = client.post("/namespaces/a-llm01-mlflow/", {"action": "teardown", "reason": "mine now"})
+    page = client.post("/namespaces/a-llm01-mlflow/", {"action": "teardown", "reason": "mine now", "confirm_name": "a-llm01-mlflow"})
     namespace = ManagedNamespace.objects.get(name="a-llm01-mlflow")
     if role == "anonymous":
         assert (changed.status_code, teardown.status_code, page.status_code) == (401, 401, 302)
@@ -116,6 +116,6 @@ def test_changing_and_tearing_down(role, world, objects, client, api_client):
         assert changed.status_code == 201 and changed.json()["requested_by"] == role
         assert teardown.status_code == 202
     if role in ("anonymous", "bob"):
-        assert NamespaceRequest.objects.count() == before and namespace.state == "provisioning"
+        assert NamespaceRequest.objects.count() == before and namespace.state == "committed"
     else:
         assert namespace.state == "tearing_down"

@@ -37,7 +37,7 @@ def test_the_form_submits_the_same_request_as_the_api(alice, world):
 
 
 def test_problems_are_shown_next_to_their_fields_and_the_input_is_kept(alice):
-    response = alice.post("/namespaces/new/", form_data(name="ML_flow", cpu_requests="32", gpu_count_0="29", bp_mlflow_hostname=""))
+    response = alice.post("/namespaces/new/", form_data(name="ML_flow", cpu_requests="32", gpu_count_0="29", hostnames="", bp_mlflow_hostname=""))
     assert response.status_code == 400
     page = response.content.decode()
     assert '<span class="field-error" data-for="name">lowercase letters' in page
@@ -82,8 +82,10 @@ def test_a_change_starts_from_what_is_there(alice, world):
 def test_the_namespace_page_shows_state_history_and_files(alice, world):
     request = submit(request_spec(), world["alice"])
     commit(request)
+    request.refresh_from_db()
     page = alice.get("/namespaces/a-llm01-mlflow/").content.decode()
-    assert 'id="ns-state">provisioning<' in page and "committed, no Argo CD configured" in page
+    assert 'id="ns-state">committed<' in page and f"({request.commit[:12]}); no Argo CD to report sync" in page
+    assert '<dd id="ns-argo">not configured</dd>' in page
     assert f"{request.number} committed; no Argo CD configured" in page
     assert "<code>10-resourcequota.yaml</code>" in page and "requests.nvidia.com/mig-1g.10gb: &#x27;2&#x27;" in page
     request.refresh_from_db()

@@ -1,5 +1,6 @@
 """The request state machine against a real local git repository: approval paths, idempotent
 re-submission, a day-2 change's exact diff, status from Argo CD, and the ordered teardown."""
+import re
 import socket
 
 import pytest
@@ -68,8 +69,10 @@ def test_inside_the_envelope_it_is_approved_at_once_and_committed(world):
     assert steps(request) == [("", "draft", "alice"), ("draft", "approved", "belvedere"), ("approved", "committed", "belvedere")]
     assert request.events.get(to_state="committed").commit == log[0].sha
     namespace = ManagedNamespace.objects.get(name="a-llm01-mlflow")
-    assert namespace.state == "provisioning" and namespace.commit == log[0].sha
-    assert namespace.status_message == "committed, no Argo CD configured"
+    # no Argo CD: the namespace says what git knows, at once
+    assert namespace.state == "committed" and namespace.commit == log[0].sha
+    assert re.fullmatch(rf"committed to git at \d{{4}}-\d\d-\d\d \d\d:\d\d UTC \({log[0].sha[:12]}\); no Argo CD to report sync",
+                        namespace.status_message), namespace.status_message
     run = TaskRun.objects.get(name="namespaces.commit_request")
     assert run.subject == f"{request.number} a-llm01-mlflow" and run.status == "succeeded"
 
@@ -244,24 +247,27 @@ def test_unreachable_argo_cd_is_said_and_changes_no_state(world, settings):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     settings.ARGOCD_URL, settings.ARGOCD_TOKEN, settings.ARGOCD_TIMEOUT = f"http://127.0.0.1:{port}", ARGO_TOKEN, 2
-    state = namespace.state
+    state, message = namespace.state, namespace.status_message
     refresh_status(namespace)
     namespace.refresh_from_db()
     assert namespace.state == state and namespace.status_checked is not None
-    assert namespace.status_message.startswith(f"status unknown: Argo CD at http://127.0.0.1:{port} is unreachable")
+    assert namespace.status_message == message  # the last reading stays; why there is no newer one is said beside it
+    assert namespace.status_detail["remark"].startswith(f"status unknown now: Argo CD at http://127.0.0.1:{port} is unreachable")
 
 
-def test_without_argo_cd_the_status_says_so(world):
+def test_without_argo_cd_the_status_says_what_git_knows(world):
     _, namespace = committed(world)
     refresh_status(namespace)
-    assert namespace.status_message == "committed, no Argo CD configured" and namespace.state == "provisioning"
+    assert namespace.state == "committed"
+    assert namespace.status_message.startswith("committed to git at ") and namespace.status_message.endswith(
+        f"({namespace.commit[:12]}); no Argo CD to report sync")
 
 
 # ------------------------------------------------------------------ teardown
 
 def test_teardown_runs_in_order_and_waits_for_the_backup(world):
     _, namespace = committed(world)
-    request = teardown_request(namespace, world["mia"], backup=True, reason="the project ended")
+    request = teardown_request(namespace, world["mia"], backup=True, reason="the project ended", confirm="a-llm01-mlflow")
     assert request.kind == "teardown" and namespace.state == "tearing_down"
     assert teardown_advance(namespace) == "backup"
     freeze = repository().log(DIRECTORY)[0]
@@ -276,7 +282,7 @@ def test_teardown_runs_in_order_and_waits_for_the_backup(world):
     namespace.refresh_from_db()
     assert namespace.state == "archived" and namespace.archived is not None
     teardown = [(to, actor, message) for _, to, actor, message in
-                ((e.from_state, e.to_state, e.actor, e.message) for e in namespace.events.all()) if to not in ("provisioning",)]
+                ((e.from_state, e.to_state, e.actor, e.message) for e in namespace.events.all()) if to not in ("provisioning", "committed")]
     assert [to for to, _, _ in teardown] == ["tearing_down", "freeze", "backup", "remove", "prune", "verify", "archive", "archived"]
     assert teardown[2] == ("backup", "mia", "volumes backed up (confirmed)")
     assert teardown[4][2] == "not verifiable: no Argo CD configured"
@@ -291,7 +297,7 @@ def test_teardown_waits_for_argo_cd_to_prune(world, argo):
     _, namespace = committed(world)
     argo.apps = {"tenant-a-llm01-mlflow": argo_body("argocd-app-synced-healthy.json", "tenant-a-llm01-mlflow"),
                  "a-llm01-mlflow-mlflow": argo_body("argocd-app-synced-healthy.json", "a-llm01-mlflow-mlflow")}
-    teardown_request(namespace, world["alice"], backup=False, reason="moved to the new cluster")
+    teardown_request(namespace, world["alice"], backup=False, reason="moved to the new cluster", confirm=namespace.name)
     assert teardown_advance(namespace) == "prune"
     assert namespace.status_message == "waiting for Argo CD to prune tenant-a-llm01-mlflow, a-llm01-mlflow-mlflow"
     assert repository().read(DIRECTORY) == {}  # already removed from git: that is what makes Argo CD prune
@@ -306,7 +312,7 @@ def test_teardown_waits_for_argo_cd_to_prune(world, argo):
 def test_a_namespace_being_torn_down_cannot_be_torn_down_again(world):
     _, namespace = committed(world)
     with pytest.raises(NotAllowed, match="say why"):
-        teardown_request(namespace, world["alice"], backup=False, reason="")
-    teardown_request(namespace, world["alice"], backup=False, reason="done")
+        teardown_request(namespace, world["alice"], backup=False, reason="", confirm=namespace.name)
+    teardown_request(namespace, world["alice"], backup=False, reason="done", confirm=namespace.name)
     with pytest.raises(NotAllowed, match="is already tearing down"):
-        teardown_request(namespace, world["alice"], backup=False, reason="again")
+        teardown_request(namespace, world["alice"], backup=False, reason="again", confirm=namespace.name)

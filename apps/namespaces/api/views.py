@@ -124,7 +124,8 @@ class StaffDecides(IsStaff):
 
 
 class DecisionView(APIView):
-    """Staff (the team's named approvers, when it has some) approve or reject a waiting request; a rejection says why."""
+    """Staff (the team's named approvers, when it has some) approve or reject a waiting request; a rejection says why,
+    and approving a production namespace takes a note in ``reason`` (refused with 409 without one)."""
 
     permission_classes = [StaffDecides]
     approve = True
@@ -159,7 +160,7 @@ class NamespaceDetailView(APIView):
 
 class TeardownView(APIView):
     """Tear a namespace down, in order: freeze, optional volume backup, remove from git, wait for Argo CD
-    to prune, verify, archive. Body: {"reason": "...", "backup": true|false}."""
+    to prune, verify, archive. Body: {"reason": "...", "backup": true|false, "confirm": "<the namespace's name>" (optional)}."""
 
     @extend_schema(request={"application/json": {"type": "object"}}, responses={202: NamespaceResponse})
     def post(self, request, name):
@@ -168,7 +169,9 @@ class TeardownView(APIView):
             raise Http404
         data = request.data if isinstance(request.data, dict) else {}
         try:
-            teardown_request(namespace, request.user, backup=bool(data.get("backup")), reason=str(data.get("reason", "")))
+            # the URL names the namespace; a "confirm" in the body, when given, must name it too
+            teardown_request(namespace, request.user, backup=bool(data.get("backup")), reason=str(data.get("reason", "")),
+                             confirm=str(data.get("confirm", namespace.name)))
         except NotAllowed as exc:
             raise InputError(str(exc), status_code=409) from exc
         namespace.refresh_from_db()
