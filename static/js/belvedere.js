@@ -17,7 +17,7 @@ document.addEventListener("DOMContentLoaded", () => {
 function statusBadge(value) {
   const element = document.getElementById("status-vocabulary");
   const rules = element ? JSON.parse(element.textContent) : { meanings: {}, synonyms: {}, acronyms: {} };
-  let state = String(value ?? "").trim().replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase()
+  const state = String(value ?? "").trim().replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase()
     .replace(/[\s\-_.]+/g, "_").replace(/^_+|_+$/g, "") || "unknown";
   const meaning = rules.meanings[state] || rules.meanings[rules.synonyms[state]] || "neutral";
   const shown = (rules.synonyms[state] || state).split("_").map((part) => rules.acronyms[part] || part);

@@ -1,4 +1,5 @@
-"""API docs: every operation has a summary (apps.core.api.schema.add_summaries), and the docs lead back to the portal."""
+"""API docs: every operation has a summary (apps.core.api.schema.add_summaries), and the docs lead back to the
+portal."""
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 
@@ -37,7 +38,8 @@ def test_summaries_come_from_the_views_docstrings_first(generated):
     add_summaries(schema, generator, None, True)
     paths = schema["paths"]
     # A view serving one operation: its docstring's first sentence.
-    assert paths["/api/v1/me/"]["get"]["summary"] == "The authenticated user, with the projects (Slurm accounts) they belong to"
+    assert paths["/api/v1/me/"]["get"]["summary"] == \
+        "The authenticated user, with the projects (Slurm accounts) they belong to"
     # A viewset: its docstring is the list's; the item and the write operations are said in words.
     assert paths["/api/v1/projects/"]["get"]["summary"].startswith("Projects visible to the caller")
     assert paths["/api/v1/projects/{id}/"]["get"]["summary"] == "Get a project"
@@ -77,8 +79,8 @@ def test_summary_from_method_and_path_in_plain_words(method, path, words):
 
 def test_first_sentence_is_one_short_line():
     assert first_sentence("One job with its steps. 404 unless the caller may see it.") == "One job with its steps"
-    assert first_sentence("Data products, with search (``q``: words in name, title, purpose, tags, columns and more).") \
-        == "Data products, with search"
+    docstring = "Data products, with search (``q``: words in name, title, purpose, tags, columns and more)."
+    assert first_sentence(docstring) == "Data products, with search"
     long = "word " * 40
     cut = first_sentence(long)
     assert cut.endswith("…") and len(cut) <= 80

@@ -75,3 +75,30 @@ def test_status_badge_label_keeps_the_colour_of_the_state_and_escapes():
 
 def test_status_filters():
     assert render("{{ v|status_words }} {{ v|status_meaning }}", v="TIMEOUT") == "Timeout fail"
+
+
+def test_the_pages_script_reads_states_as_the_server_does(tmp_path):
+    """static/js/belvedere.js fills the readiness table itself: its statusBadge gives the same words and colour."""
+    import json
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    source = (Path(__file__).resolve().parents[2] / "static" / "js" / "belvedere.js").read_text()
+    function = re.search(r"^function statusBadge\(value\) \{.*?^\}", source, re.S | re.M).group(0)
+    values = ["FAILED", "Fail", "node_fail", "NodeFail", "ok", "warn", "skipped", "OUT_OF_MEMORY", "", "new-thing"]
+    script = f"""
+const vocabulary = {json.dumps(json.dumps(statuses.vocabulary()))};
+const document = {{
+  getElementById: () => ({{ textContent: vocabulary }}),
+  createElement: () => ({{ dataset: {{}} }}),
+}};
+{function}
+console.log(JSON.stringify({json.dumps(values)}.map((v) => {{ const b = statusBadge(v); return [b.textContent, b.className]; }})));
+"""
+    out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=30, check=True).stdout
+    assert json.loads(out) == [[statuses.words(v), f"status status--{statuses.meaning(v)}"] for v in values]

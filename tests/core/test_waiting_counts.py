@@ -42,7 +42,9 @@ def test_one_broken_source_does_not_hide_the_others():
 
 
 def test_verdict_says_how_much_waits_and_what_is_unknown():
-    a, b, c = entry("a", lambda r: 3, "requests to approve"), entry("b", lambda r: 0, "triage items"), entry("c", broken, "incidents")
+    a = entry("a", lambda r: 3, "requests to approve")
+    b = entry("b", lambda r: 0, "triage items")
+    c = entry("c", broken, "incidents")
     assert verdict([]) == "No list of waiting work is registered."
     assert verdict(read_counts([b], None)) == "Nothing waits."
     assert verdict(read_counts([a, b], None)) == "3 waiting: 3 requests to approve."
@@ -69,7 +71,8 @@ def registered():
 @pytest.mark.django_db
 def test_staff_page_opens_with_the_counts_each_linking_to_its_list(client, make_user, registered):
     registered(
-        entry("test-approvals", lambda r: 4 if r.user.is_staff else 0, "test requests to approve", "core:staff", "?state=open", order=901),
+        entry("test-approvals", lambda r: 4 if r.user.is_staff else 0, "test requests to approve", "core:staff",
+              "?state=open", order=901),
         entry("test-triage", lambda r: 0, "test triage items", "core:home", order=902),
         entry("test-incidents", broken, "test incidents", "core:home", order=903),
         entry("test-nowhere", lambda r: 1, "test things without a page", "no:such-page", order=904),
