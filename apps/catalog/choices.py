@@ -22,3 +22,9 @@ class CheckRunStatusChoices(models.TextChoices):
     FAIL = "fail", "fail"
     SKIPPED = "skipped", "skipped"
     ERROR = "error", "error"
+
+
+class IncidentStateChoices(models.TextChoices):
+    OPEN = "open", "open"
+    ACKNOWLEDGED = "acknowledged", "acknowledged"
+    RESOLVED = "resolved", "resolved"

@@ -16,7 +16,9 @@ quality rules such as coverage), cut to what Belvedere checks::
     schema:                          # at least one column; numbers need a unit ("1" when dimensionless)
       - {name: power, type: double, unit: W, field: 155, description: Board power}
     source: {kind: telemetry, store: default}          # telemetry | elasticsearch | model | api
-    sample_query: {api: "/api/v1/telemetry/series/?host=nid000001&field=155&start={now-1h}&end={now}&step=60"}
+    sample_query:                    # {now}, {now-1h} become UTC times; {job} the reader's latest job with this data
+      api: "/api/v1/telemetry/series/?host=nid000001&field=155&start={now-1h}&end={now}&step=60"
+      job_api: "/api/v1/telemetry/series/?job={job}&field=155&step=60"   # what non-staff run (optional)
     slo:
       freshness: {warn: 5m, error: 15m}                 # newest sample's age: Fresh / Aging / Stale
       coverage: {target: 0.99, population: topology_gpus}   # within: how recent counts as present (default: error)
@@ -89,7 +91,7 @@ PRODUCT_SCHEMA = {
             source={"properties": {"kind": {"enum": list(KINDS)}}, "required": ["kind"],
                     "allOf": [{"if": {"properties": {"kind": {"const": kind}}}, "then": _keys(*keys)}
                               for kind, keys in SOURCE_KEYS.items()]},
-            sample_query=_keys("api", "description"),
+            sample_query=_keys("api", "job_api", "description"),
             slo=_keys("sampling_period", "gap_after", "expected_while", freshness=_keys("warn", "error"),
                       coverage={**_keys("target", "within", population={"enum": list(POPULATIONS)}), "required": ["population"]}),
             checks=_keys("every", "window"),
@@ -288,6 +290,10 @@ def load_product(text: str, path: str | Path = "<text>", *, field_units: dict[in
         api = check.text(sample, "api", ("sample_query",), limit=1000)
         if api and not api.startswith("/api/v1/"):
             check.add(("sample_query", "api"), "a path of this portal's API, starting with /api/v1/")
+        job_api = check.text(sample, "job_api", ("sample_query",), required=False, limit=1000)
+        if job_api and not (job_api.startswith("/api/v1/") and "{job}" in job_api):
+            check.add(("sample_query", "job_api"), "the same query on one of the reader's jobs: a path of this portal's API, "
+                                                   "starting with /api/v1/, with {job} where the job goes")
         check.text(sample, "description", ("sample_query",), required=False)
     slo = _check_slo(check, data.get("slo"), kind)
     checks = data.get("checks") or {}

@@ -128,6 +128,17 @@ def job_options(user) -> list[dict]:
             for job in jobs]
 
 
+def opening_job(user, product, options: list[dict]) -> str | None:
+    """The job a researcher's explorer opens on: their latest job that fits the product (added to ``options``
+    when it is older than the fifty listed)."""
+    from .selectors import latest_job_for
+
+    job = latest_job_for(user, product)
+    if job is not None and job not in {option["value"] for option in options}:
+        options.insert(0, {"label": job, "value": job})
+    return job
+
+
 def plot(user, *, product_name: str, fields: list[int], window: int, group_by: str, stat: str, hosts_text: str, job_key):
     """The figure and a sentence for the controls' values (checked: see ``check_controls``), as ``user`` may see them.
     ``job_key`` is a JobRef (or "cluster/id" text), or empty."""
@@ -137,30 +148,30 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
     from apps.telemetry.products import choose_step
     from apps.telemetry.store import telemetry_store
 
-    from .figures import series_figure
+    from .figures import empty_figure, series_figure, window_note
     from .models import DataProduct
 
     product = DataProduct.objects.filter(name=product_name).first()
     if product is None or product.definition["source"]["kind"] != "telemetry":
-        return series_figure(None, group_by=group_by, stat=stat, labels={})[0], "Choose a telemetry product."
+        return empty_figure("Choose a telemetry product."), "Choose a telemetry product."
     labels = {column["field"]: f"{column['name']} ({column.get('unit', '')})" for column in product.definition["schema"]
               if column.get("field") is not None}
     fields = [f for f in fields or [] if f in labels]
     if not fields:
-        return series_figure(None, group_by=group_by, stat=stat, labels=labels)[0], "Choose at least one field."
+        return empty_figure("Choose at least one field."), "Choose at least one field."
     end = timezone.now()
     start = end - timedelta(seconds=int(window))
     hosts = None
     if user is None or not user.is_authenticated:
-        return series_figure(None, group_by=group_by, stat=stat, labels=labels)[0], "Sign in to plot."
+        return empty_figure("Sign in to plot."), "Sign in to plot."
     if user.is_staff and not job_key:
         if hosts_text.strip():
             try:
                 hosts = tuple(hostlist.expand_hostlist(hosts_text.replace(" ", "")))
             except hostlist.BadHostlist as exc:
-                return series_figure(None, group_by=group_by, stat=stat, labels=labels)[0], f"Nodes: {exc} (e.g. nid[000001-000004])"
+                return empty_figure(f"Nodes: {exc} (e.g. nid[000001-000004])"), f"Nodes: {exc} (e.g. nid[000001-000004])"
             if len(hosts) > MAX_HOSTS:
-                return series_figure(None, group_by=group_by, stat=stat, labels=labels)[0], f"At most {MAX_HOSTS} nodes at a time."
+                return empty_figure(f"At most {MAX_HOSTS} nodes at a time."), f"At most {MAX_HOSTS} nodes at a time."
     else:
         from apps.jobs.selectors import job_get_for_user
 
@@ -168,23 +179,36 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
             job_key = _job_ref(job_key)
         job = job_get_for_user(user, job_key.cluster, job_key.job_id) if job_key else None
         if job is None:
-            return (series_figure(None, group_by=group_by, stat=stat, labels=labels)[0],
+            return (empty_figure("Choose one of your jobs"),
                     "Choose one of your jobs: you may plot the nodes of your own and your projects' jobs (staff: any nodes).")
         hosts = tuple(job.node_list or ())
         ran = job.run_window(open_end=True)
-        if ran is not None:  # the window asked for, within the job's run time
-            start, end = max(start, ran[0]), (min(end, ran[1]) if ran[1] else end)
+        if ran is not None:  # the window asked for, ending when the job ended (or now), never before it started
+            end = min(end, ran[1]) if ran[1] else end
+            start = max(end - timedelta(seconds=int(window)), ran[0])
         if end <= start:
-            return series_figure(None, group_by=group_by, stat=stat, labels=labels)[0], "The job did not run in this window."
-    step = max(int(product.definition.get("explorer", {}) and product.definition["explorer"].get("step", 60) or 60),
-               choose_step((end - start).total_seconds(), MAX_BUCKETS))  # a step the store's rollups serve
+            return empty_figure("The job did not run yet."), "The job did not run yet."
+    store = telemetry_store(product.definition["source"].get("store", "default"))
+    step_declared = int((product.definition.get("explorer") or {}).get("step", 60) or 60)
+
+    def read(start, end):
+        step = max(step_declared, choose_step((end - start).total_seconds(), MAX_BUCKETS))  # a step the store's rollups serve
+        return step, store.aggregate(Query(start=start, end=end, fields=tuple(fields), hosts=hosts), step, ("mean", "min", "max"))
+
+    moved = ""
     try:
-        frame = telemetry_store(product.definition["source"].get("store", "default")).aggregate(
-            Query(start=start, end=end, fields=tuple(fields), hosts=hosts), step, ("mean", "min", "max"))
+        step, frame = read(start, end)
+        newest = product.newest_sample
+        if frame.empty and newest is not None and newest < start and not job_key:
+            # Nothing in the window: show the same span up to the newest sample the checks saw, and say so.
+            moved = f"No samples since {newest:%Y-%m-%d %H:%M} UTC: this is the window up to the newest sample. "
+            end = newest + timedelta(seconds=step_declared)
+            start = end - timedelta(seconds=int(window))
+            step, frame = read(start, end)
     except TelemetryUnavailable as exc:
-        return series_figure(None, group_by=group_by, stat=stat, labels=labels)[0], f"The telemetry store cannot be read: {exc}"
+        return empty_figure("The telemetry store cannot be read."), f"The telemetry store cannot be read: {exc}"
     figure, sentence = series_figure(frame, group_by=group_by, stat=stat, labels=labels, title=product.title, window=(start, end))
-    return figure, f"{sentence} {len(frame):,} buckets of {step} s from {start:%Y-%m-%d %H:%M} to {end:%H:%M} UTC."
+    return figure, f"{moved}{sentence} {window_note(start, end, step, len(frame))}"
 
 
 def _query(search) -> dict:
@@ -237,7 +261,10 @@ def dash_app() -> dash.Dash:
         if chosen is None:
             return options, None, 7200, "host", "mean", "", jobs, None
         values = defaults(chosen, query)
-        return options, chosen.name, values["window"], values["group_by"], values["stat"], values["hosts"], jobs, values["job"] or None
+        job = values["job"] or None
+        if job is None and user is not None and user.is_authenticated and not user.is_staff and not values["hosts"]:
+            job = opening_job(user, chosen, jobs)  # a researcher opens on their latest job, never on an empty plot
+        return options, chosen.name, values["window"], values["group_by"], values["stat"], values["hosts"], jobs, job
 
     @app.callback(Output("fields", "options"), Output("fields", "value"), Input("product", "value"), State("url", "search"))
     def fields_of(product_name, search):
@@ -260,9 +287,9 @@ def dash_app() -> dash.Dash:
                                           "window": 7200 if window is None else window, "group_by": group_by or "host",
                                           "stat": stat or "mean", "hosts": hosts_text or "", "job": job_key or None})
         if values is None:
-            from .figures import series_figure
+            from .figures import empty_figure
 
-            return series_figure(None, group_by="host", stat="mean", labels={})[0], problem
+            return empty_figure(problem), problem
         return plot(CURRENT_USER.get(), product_name=values["product"], fields=values["fields"], window=values["window"],
                     group_by=values["group_by"], stat=values["stat"], hosts_text=values["hosts"], job_key=values["job"])
 

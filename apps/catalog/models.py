@@ -1,5 +1,6 @@
 """Models of the catalog app: the products loaded from their files (each change kept as a version), the
 runs of their quality checks, and the incidents those checks open and close."""
+from django.conf import settings
 from django.db import models
 
 from .choices import CheckRunKindChoices, CheckRunStatusChoices, DataProductStateChoices
@@ -72,6 +73,12 @@ class Incident(models.Model):
     opened_by = models.ForeignKey(CheckRun, on_delete=models.SET_NULL, null=True, related_name="+")
     closed_by = models.ForeignKey(CheckRun, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     message = models.CharField(max_length=1000)
+    # The people's side: staff acknowledge it (someone looks), assign it to a staff member, and resolve it by hand.
+    acknowledged = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    assignee = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+                                    help_text="Who closed it by hand (empty when a passing check closed it).")
 
     class Meta:
         ordering = ["-opened", "-id"]
@@ -81,3 +88,24 @@ class Incident(models.Model):
     @property
     def open(self) -> bool:
         return self.closed is None
+
+    @property
+    def state(self) -> str:
+        """open (nobody looked yet), acknowledged, or resolved (closed by a passing check or by hand)."""
+        from .choices import IncidentStateChoices
+
+        if self.closed is not None:
+            return IncidentStateChoices.RESOLVED
+        return IncidentStateChoices.ACKNOWLEDGED if self.acknowledged is not None else IncidentStateChoices.OPEN
+
+
+class IncidentSubscription(models.Model):
+    """A person who wants mail when one product opens an incident."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="catalog_subscriptions")
+    product = models.ForeignKey(DataProduct, on_delete=models.CASCADE, related_name="subscriptions")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["product__name", "user_id"]
+        constraints = [models.UniqueConstraint(fields=["user", "product"], name="catalog_one_subscription_per_product")]

@@ -71,3 +71,104 @@ def measured_for(user, product: DataProduct, run: CheckRun) -> dict:
         return run.measured
     members = quality.listed_members(run.kind, run.measured)
     return quality.redact_members(run.kind, run.measured, visible_job_members(user, members) if members else set())
+
+
+# ---------------------------------------------------------------------------------------------
+# "Run it": the sample query as the reader may run it
+
+
+def latest_job_for(user, product: DataProduct):
+    """The reader's latest job that fits the product (staff: the machine's latest), as ``cluster/id``, or None:
+    for a model source whose members are jobs, the newest row among the jobs the reader may see; for
+    telemetry, the latest job that started on nodes."""
+    from django.apps import apps as django_apps
+
+    from apps.jobs.selectors import job_list_for_user
+
+    jobs = job_list_for_user(user)
+    source = product.definition["source"]
+    members = source.get("member_field")
+    if source["kind"] == "model" and isinstance(members, list) and members and str(members[0]).startswith("job__"):
+        try:
+            model = django_apps.get_model(source["model"])
+        except LookupError:
+            return None
+        row = (model.objects.filter(job__in=jobs).order_by(f"-{source['time_field']}")
+               .values_list("job__cluster__name", "job__job_id").first())
+        return f"{row[0]}/{row[1]}" if row else None
+    started = jobs.exclude(start_time__isnull=True).exclude(state="PENDING").order_by("-start_time", "-pk")[:50]
+    job = next((job for job in started if job.node_list), None)
+    return f"{job.cluster.name}/{job.job_id}" if job else None
+
+
+def sample_query_for(user, product: DataProduct, now=None):
+    """The product's sample query as ``user`` runs it (``queries.SampleQuery``): staff the declared one, everyone
+    else its ``job_api`` form on their latest job; ``{job}`` resolved to the reader's latest fitting job."""
+    from django.utils import timezone
+
+    from .queries import choose_query, needs_job, sample_query
+
+    sample = product.definition.get("sample_query") or {}
+    staff = bool(getattr(user, "is_staff", False))
+    job = latest_job_for(user, product) if needs_job(choose_query(sample, staff=staff)) else None
+    return sample_query(sample, staff=staff, now=now or timezone.now(), job=job)
+
+
+# ---------------------------------------------------------------------------------------------
+# Incidents across products
+
+
+def visible_products(user) -> QuerySet[DataProduct]:
+    """The products ``user`` may see: every product for a signed-in person (the catalogue describes the machine's
+    data); nothing for anyone else. Incidents follow their product."""
+    if not getattr(user, "is_authenticated", False):
+        return DataProduct.objects.none()
+    return DataProduct.objects.all()
+
+
+INCIDENT_STATES = ("active", "open", "acknowledged", "resolved", "all")
+
+
+def incident_list(user, *, state: str = "active", product: str = "", assignee: str = "") -> QuerySet[Incident]:
+    """Incidents of the products ``user`` may see, newest first. ``state``: active (open or acknowledged), open
+    (nobody acknowledged it yet), acknowledged, resolved, all; ``assignee``: a username, or "none"."""
+    queryset = (Incident.objects.filter(product__in=visible_products(user))
+                .select_related("product", "assignee", "acknowledged_by", "resolved_by").order_by("-opened", "-id"))
+    if state == "active":
+        queryset = queryset.filter(closed__isnull=True)
+    elif state == "open":
+        queryset = queryset.filter(closed__isnull=True, acknowledged__isnull=True)
+    elif state == "acknowledged":
+        queryset = queryset.filter(closed__isnull=True, acknowledged__isnull=False)
+    elif state == "resolved":
+        queryset = queryset.filter(closed__isnull=False)
+    if product:
+        queryset = queryset.filter(product__name=product)
+    if assignee == "none":
+        queryset = queryset.filter(assignee__isnull=True)
+    elif assignee:
+        queryset = queryset.filter(assignee__username=assignee)
+    return queryset
+
+
+def incident_get(user, pk: int) -> Incident | None:
+    return incident_list(user, state="all").filter(pk=pk).first()
+
+
+def waiting_incidents() -> int:
+    """Open incidents nobody acknowledged yet: the staff page's "what waits" count."""
+    return Incident.objects.filter(closed__isnull=True, acknowledged__isnull=True).count()
+
+
+def assignable_staff():
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(is_staff=True, is_active=True).order_by("username")
+
+
+def subscribed_products(user) -> set[str]:
+    from .models import IncidentSubscription
+
+    if not getattr(user, "is_authenticated", False):
+        return set()
+    return set(IncidentSubscription.objects.filter(user=user).values_list("product__name", flat=True))

@@ -16,7 +16,7 @@ from apps.telemetry.fields import FIELDS
 from . import quality
 from .choices import CheckRunStatusChoices
 from .definitions import ProductProblem, load_folder
-from .models import CheckRun, DataProduct, Incident, ProductVersion
+from .models import CheckRun, DataProduct, Incident, IncidentSubscription, ProductVersion
 from .sources import Observation, SourceProblem, declared_schema, hosts_expected_until, observe, population
 
 BUILT_IN = Path(__file__).with_name("products")
@@ -173,7 +173,8 @@ def _incident(product: DataProduct, run: CheckRun) -> None:
     """A failing check opens an incident (one per product and check); the first pass closes it."""
     current = Incident.objects.filter(product=product, kind=run.kind, closed__isnull=True).first()
     if run.status == CheckRunStatusChoices.FAIL and current is None:
-        Incident.objects.create(product=product, kind=run.kind, opened=run.ran, opened_by=run, message=run.summary[:1000])
+        incident = Incident.objects.create(product=product, kind=run.kind, opened=run.ran, opened_by=run, message=run.summary[:1000])
+        transaction.on_commit(lambda: mail_subscribers(incident.pk))
     elif run.status == CheckRunStatusChoices.FAIL:  # still breached: the message says how it is now, the opening time stays
         current.message = run.summary[:1000]
         current.save(update_fields=["message"])
@@ -185,3 +186,93 @@ def _incident(product: DataProduct, run: CheckRun) -> None:
 def due_products(now: datetime | None = None):
     now = now or timezone.now()
     return DataProduct.objects.exclude(status="retired").filter(next_run__lte=now)
+
+
+# ---------------------------------------------------------------------------------------------
+# Incidents: the people's side (acknowledge, assign, resolve) and mail to subscribers
+
+
+class IncidentChangeError(ValueError):
+    """A change an incident cannot take: ``field`` names the value at fault, the message says why."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+UNCHANGED = object()
+
+
+def change_incident(incident: Incident, *, actor, state: str | None = None, assignee=UNCHANGED) -> Incident:
+    """Staff: ``state`` acknowledged (someone looks), resolved (closed by hand) or open (acknowledgement taken
+    back); ``assignee`` a staff user or None. Assigning an open incident acknowledges it."""
+    from .choices import IncidentStateChoices
+
+    now = timezone.now()
+    with transaction.atomic():
+        incident = Incident.objects.select_for_update().get(pk=incident.pk)
+        if incident.closed is not None and (state in (IncidentStateChoices.OPEN, IncidentStateChoices.ACKNOWLEDGED)
+                                            or assignee is not UNCHANGED):
+            raise IncidentChangeError("state" if state else "assignee",
+                                      f"this incident was resolved at {incident.closed:%Y-%m-%d %H:%M} UTC; the next failing "
+                                      "check opens a new one")
+        if assignee is not UNCHANGED:
+            if assignee is not None and not (assignee.is_staff and assignee.is_active):
+                raise IncidentChangeError("assignee", f"{assignee.get_username()} is not an active staff member")
+            incident.assignee = assignee
+            if assignee is not None and incident.acknowledged is None:
+                incident.acknowledged, incident.acknowledged_by = now, actor
+        if state == IncidentStateChoices.ACKNOWLEDGED and incident.acknowledged is None:
+            incident.acknowledged, incident.acknowledged_by = now, actor
+        elif state == IncidentStateChoices.OPEN:
+            incident.acknowledged = incident.acknowledged_by = None
+        elif state == IncidentStateChoices.RESOLVED and incident.closed is None:
+            incident.closed, incident.resolved_by = now, actor
+            if incident.acknowledged is None:
+                incident.acknowledged, incident.acknowledged_by = now, actor
+        incident.save()
+    return incident
+
+
+def subscribe(user, product: DataProduct, subscribed: bool) -> bool:
+    """Mail ``user`` (or stop mailing) when ``product`` opens an incident; returns whether they are subscribed."""
+    if subscribed:
+        IncidentSubscription.objects.get_or_create(user=user, product=product)
+    else:
+        IncidentSubscription.objects.filter(user=user, product=product).delete()
+    return subscribed
+
+
+def incident_mail(incident: Incident, portal_url: str = "") -> tuple[str, str]:
+    """(subject, body) of the mail about a new incident."""
+    product = incident.product
+    subject = f"[Belvedere] {product.name}: {incident.kind} incident opened"
+    body = (f"{product.title} ({product.name}) opened a {incident.kind} incident at {incident.opened:%Y-%m-%d %H:%M} UTC:\n\n"
+            f"{incident.message}\n\n"
+            f"Product: {portal_url}/catalog/{product.name}/\nAll incidents: {portal_url}/catalog/incidents/\n\n"
+            f"You get this because you subscribed to {product.name}'s incidents; unsubscribe on the product's page.\n")
+    return subject, body
+
+
+def mail_subscribers(incident_pk: int) -> int:
+    """Mail each active subscriber who may see the incident's product (one message each); returns how many."""
+    from django.core.mail import send_mass_mail
+
+    from .selectors import visible_products
+
+    incident = Incident.objects.select_related("product").filter(pk=incident_pk).first()
+    if incident is None:
+        return 0
+    subject, body = incident_mail(incident, getattr(settings, "BELVEDERE_BASE_URL", "").rstrip("/"))
+    messages = [(subject, body, settings.DEFAULT_FROM_EMAIL, [row.user.email])
+                for row in IncidentSubscription.objects.filter(product=incident.product, user__is_active=True).select_related("user")
+                if row.user.email and visible_products(row.user).filter(pk=incident.product_id).exists()]
+    if not messages:
+        return 0
+    try:
+        return send_mass_mail(messages, fail_silently=False)
+    except OSError as exc:  # the mail server is down: the incident stands, the pages show it; say why in the log
+        import logging
+
+        logging.getLogger(__name__).warning("incident %s: mail to %d subscriber(s) not sent: %s", incident.pk, len(messages), exc)
+        return 0

@@ -2,30 +2,20 @@
 through this process, so it shares the portal's sign-in)."""
 import io
 import json
-import re
-from datetime import timedelta
 
 from django.http import Http404, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.generic import TemplateView
 
-from .selectors import check_history, facets, incidents, latest_checks, measured_for, product_get, products
-
-NOW_PLACEHOLDER = re.compile(r"\{now(?:-(\d+)([mhd]))?\}")
+from .queries import resolve_times
+from .selectors import (INCIDENT_STATES, assignable_staff, check_history, facets, incident_list, incidents, latest_checks, measured_for,
+                        product_get, products, sample_query_for, subscribed_products)
 
 
 def resolve_query(text: str, now=None) -> str:
     """A sample query's ``{now}`` and ``{now-1h}`` become UTC times, so it can be copied and run as it is."""
-    now = (now or timezone.now()).replace(microsecond=0)
-
-    def replace(match):
-        moment = now
-        if match.group(1):
-            moment = now - timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[match.group(2)]: int(match.group(1))})
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    return NOW_PLACEHOLDER.sub(replace, text)
+    return resolve_times(text, now or timezone.now())
 
 
 class CatalogIndexView(TemplateView):
@@ -58,15 +48,38 @@ class ProductView(TemplateView):
             timeline = json.loads(gap_timeline(gaps.measured["gaps"], start=gaps.measured["start"], end=gaps.measured["end"]).to_json())
         definition = product.definition
         sample = definition.get("sample_query") or {}
+        runnable = sample_query_for(self.request.user, product)
         recent_incidents = list(incidents(product)[:20])
         context.update(product=product, d=definition, latest=latest, history=list(check_history(product, limit=60)),
                        incidents=recent_incidents, versions=list(product.versions.all()[:10]),
-                       sample_query=resolve_query(sample.get("api", "")), sample_description=sample.get("description", ""),
+                       sample_query=runnable.api, sample_scope=runnable.scope, sample_declared=bool(sample.get("api")),
+                       sample_description=sample.get("description", ""),
+                       subscribed=product.name in subscribed_products(self.request.user),
                        timeline=timeline, coverage=latest.get("coverage"), freshness=latest.get("freshness"),
                        explorer=definition["source"]["kind"] == "telemetry",
                        node_members=(definition["slo"].get("coverage") or {}).get("population") in ("topology_gpus", "topology_nodes",
                                                                                                   "running_job_gpus"),
                        open_incidents=[incident for incident in recent_incidents if incident.closed is None])
+        return context
+
+
+class IncidentsView(TemplateView):
+    """Incidents of every product the reader may see; staff acknowledge, assign and resolve them in place."""
+
+    template_name = "catalog/incidents.html"
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        state = self.request.GET.get("state", "active")
+        state = state if state in INCIDENT_STATES else "active"
+        product = self.request.GET.get("product", "")[:63]
+        found = list(incident_list(self.request.user, state=state, product=product)[:300])
+        context.update(incidents=found, state=state, states=INCIDENT_STATES, product_filter=product,
+                       staff=list(assignable_staff()) if self.request.user.is_staff else [],
+                       subscribed=sorted(subscribed_products(self.request.user)),
+                       counts={"open": sum(1 for i in found if i.state == "open"),
+                               "acknowledged": sum(1 for i in found if i.state == "acknowledged"),
+                               "resolved": sum(1 for i in found if i.state == "resolved")})
         return context
 
 

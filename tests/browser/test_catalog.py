@@ -61,7 +61,7 @@ def test_search_a_product_its_missing_members_and_the_explorer(live_server, page
     page.locator("#open-explorer").click()
     page.wait_for_url("**/catalog/explorer/?product=dcgm-device")
     frame = page.frame_locator("#explorer-frame")
-    expect(frame.locator("#note")).to_contain_text("median and 10-90 % band across", timeout=60_000)
+    expect(frame.locator("#note")).to_contain_text("median, 10-90 % band and min-max across", timeout=60_000)
     expect(frame.locator("#plot .main-svg").first).to_be_visible()
     fields = frame.locator("#fields").inner_text()
     assert "power (W)" in fields and "temperature (°C)" in fields

@@ -86,7 +86,12 @@ def test_the_pages(catalog, client):
     assert 'id="product-state">Fresh<' in page
     assert '<a href="/topology/nodes/nid000100/">nid000100</a> <span class="small muted">all GPUs</span>' in page
     assert "Targets: fresh within 3 min, stale after 10 min; coverage 99.5 % of topology_gpus" in page
-    assert "&amp;start=20" in page and "{now" not in page  # the sample query with real times
+    # Not staff and no job: the telemetry query reads one's own jobs, and there is none to run it on.
+    assert "you have none with this data yet" in page and 'id="run-sample"' not in page
+    client.force_login(catalog["staff"])
+    page = client.get("/catalog/dcgm-device/").content.decode()
+    assert "&amp;start=20" in page and "{now" not in page and 'id="run-sample"' in page  # the sample query with real times
+    client.force_login(catalog["user"])
     assert 'href="/catalog/explorer/?product=dcgm-device"' in page
     assert client.get("/catalog/no-such/").status_code == 404
     explorer = client.get("/catalog/explorer/", {"product": "dcgm-device", "evil": "<script>"}).content.decode()
@@ -121,9 +126,11 @@ def test_the_explorer_app_is_served_by_django_with_a_strict_policy(catalog, clie
     layout = client.get("/catalog/explorer/app/_dash-layout").json()
     assert "react-entry-point" not in json.dumps(layout) and '"id": "plot"' in json.dumps(layout)
     answer = _callback(client, INPUTS, "?product=dcgm-device")
-    assert "median and 10-90 % band across 2,672 hosts" in answer["note"]["children"]
+    assert "median, 10-90 % band and min-max across 2,672 hosts" in answer["note"]["children"]
+    assert "60 buckets of 60 s from " in answer["note"]["children"]
     figure = answer["plot"]["figure"]
-    assert [trace.get("name") for trace in figure["data"] if trace.get("name")] == ["power (W) 10-90 % of 2,672 hosts", "power (W) median"]
+    assert [trace.get("name") for trace in figure["data"] if trace.get("name")] == [
+        "power (W) max", "power (W) 10-90 % of 2,672 hosts", "power (W) median", "power (W) min (silent = 0)"]
     few = _callback(client, {**INPUTS, "hosts": "nid[000001-000003]"}, "?product=dcgm-device")
     assert "one line per host (3)" in few["note"]["children"]
     bad = _callback(client, {**INPUTS, "hosts": "nid[000001-"}, "?product=dcgm-device")

@@ -222,3 +222,28 @@ class CatalogRunQueuedResponse(serializers.Serializer):
 
     product = serializers.CharField()
     queued = serializers.BooleanField()
+
+
+class CatalogIncident(serializers.Serializer):
+    """One incident of a product: opened by a failing check, acknowledged, assigned and resolved by staff (or
+    closed by the first passing run of its check)."""
+
+    id = serializers.IntegerField()
+    product = serializers.CharField()
+    product_title = serializers.CharField()
+    kind = serializers.CharField(help_text="The check that opened it: freshness, coverage, gaps or drift.")
+    state = serializers.CharField(help_text="open (nobody acknowledged it yet), acknowledged, or resolved.")
+    opened = serializers.DateTimeField()
+    closed = serializers.DateTimeField(allow_null=True)
+    message = serializers.CharField()
+    acknowledged = serializers.DateTimeField(allow_null=True)
+    acknowledged_by = serializers.CharField(allow_null=True)
+    assignee = serializers.CharField(allow_null=True, help_text="The staff member who handles it.")
+    resolved_by = serializers.CharField(allow_null=True, help_text="Who closed it by hand (null when a passing check did).")
+
+
+class SubscriptionState(serializers.Serializer):
+    """The products whose new incidents are mailed to the caller."""
+
+    products = serializers.ListField(child=serializers.CharField())
+    email = serializers.CharField(allow_null=True, help_text="Where the mail goes (null: the account has no address).")

@@ -10,4 +10,7 @@ urlpatterns = [
     path("products/<slug:name>/", views.ProductDetailView.as_view(), name="product"),
     path("products/<slug:name>/checks/", views.ProductChecksView.as_view(), name="checks"),
     path("products/<slug:name>/run/", views.RunChecksView.as_view(), name="run"),
+    path("incidents/", views.IncidentListView.as_view(), name="incidents"),
+    path("incidents/<int:pk>/", views.IncidentDetailView.as_view(), name="incident"),
+    path("subscriptions/", views.SubscriptionsView.as_view(), name="subscriptions"),
 ]

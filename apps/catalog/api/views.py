@@ -1,15 +1,19 @@
 """Catalogue endpoints under /api/v1/catalog/: products with their current quality, and the checks' history."""
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.params import QueryIntegerField, parse_query
 from apps.core.api.permissions import IsStaff
 
-from ..models import CheckRun, DataProduct
-from ..selectors import check_history, incidents, latest_checks, measured_for, product_get, products
+from apps.core.api.exceptions import ErrorItem, InputError
+
+from ..models import CheckRun, DataProduct, Incident
+from ..selectors import (INCIDENT_STATES, check_history, incident_get, incident_list, incidents, latest_checks, measured_for, product_get,
+                         products, subscribed_products)
+from .openapi import CatalogIncident, SubscriptionState
 from .openapi import CatalogCheckRun, CatalogProductResponse, CatalogProductSummary, CatalogRunQueuedResponse
 
 
@@ -102,3 +106,125 @@ class RunChecksView(APIView):
             raise Http404
         run_checks_task.delay(product.pk)
         return Response({"product": product.name, "queued": True}, status=202)
+
+
+# ---------------------------------------------------------------------------------------------
+# Incidents across products, and subscriptions to a product's incidents
+
+
+class StaffWrites(permissions.BasePermission):
+    message = "Everyone signed in reads incidents; only staff acknowledge, assign or resolve them."
+
+    def has_permission(self, request, view):
+        user = request.user
+        return bool(user and user.is_authenticated and (request.method in permissions.SAFE_METHODS or user.is_staff))
+
+
+def user_name(user) -> str | None:
+    return user.get_username() if user is not None else None
+
+
+def incident_body(incident: Incident) -> dict:
+    return {"id": incident.pk, "product": incident.product.name, "product_title": incident.product.title, "kind": incident.kind,
+            "state": incident.state, "opened": incident.opened, "closed": incident.closed, "message": incident.message,
+            "acknowledged": incident.acknowledged, "acknowledged_by": user_name(incident.acknowledged_by),
+            "assignee": user_name(incident.assignee), "resolved_by": user_name(incident.resolved_by)}
+
+
+class IncidentListParams(serializers.Serializer):
+    state = serializers.ChoiceField(choices=INCIDENT_STATES, required=False, default="active",
+                                    error_messages={"invalid_choice": "state is one of " + ", ".join(INCIDENT_STATES)},
+                                    help_text="active (open or acknowledged; the default), open (not acknowledged yet), acknowledged, "
+                                              "resolved, all")
+    product = serializers.SlugField(required=False, default="", allow_blank=True, max_length=63)
+    assignee = serializers.CharField(required=False, default="", allow_blank=True, max_length=150,
+                                     help_text='a username, or "none" for the unassigned')
+    limit = QueryIntegerField(min_value=1, max_value=1000, required=False, default=200)
+
+
+class IncidentChange(serializers.Serializer):
+    state = serializers.ChoiceField(choices=["open", "acknowledged", "resolved"], required=False,
+                                    error_messages={"invalid_choice": "state is one of open, acknowledged, resolved"})
+    assignee = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=150,
+                                     help_text="a staff member's username; null or empty to unassign")
+
+
+class IncidentListView(APIView):
+    """Incidents of every product you may see, newest first (``state``, ``product``, ``assignee`` to filter)."""
+
+    @extend_schema(operation_id="catalog_incidents_list", summary="Incidents across products", parameters=[IncidentListParams],
+                   responses={200: CatalogIncident(many=True)})
+    def get(self, request):
+        params = parse_query(request, IncidentListParams)
+        found = incident_list(request.user, state=params["state"], product=params["product"], assignee=params["assignee"])
+        return Response([incident_body(incident) for incident in found[:params["limit"]]])
+
+
+class IncidentDetailView(APIView):
+    """One incident; staff change it: ``state`` acknowledged, resolved or open, ``assignee`` a staff member."""
+
+    permission_classes = [StaffWrites]
+
+    @extend_schema(summary="One incident", responses={200: CatalogIncident})
+    def get(self, request, pk):
+        incident = incident_get(request.user, pk)
+        if incident is None:
+            raise Http404
+        return Response(incident_body(incident))
+
+    @extend_schema(summary="Acknowledge, assign or resolve an incident (staff)", request=IncidentChange,
+                   responses={200: CatalogIncident})
+    def patch(self, request, pk):
+        from django.contrib.auth import get_user_model
+
+        from ..services import UNCHANGED, IncidentChangeError, change_incident
+
+        incident = incident_get(request.user, pk)
+        if incident is None:
+            raise Http404
+        change = IncidentChange(data=request.data)
+        change.is_valid(raise_exception=True)
+        values = change.validated_data
+        if not values:
+            raise InputError("give state (open, acknowledged, resolved) or assignee (a staff member's username)",
+                             [ErrorItem(message="give state or assignee", field="state")])
+        assignee = UNCHANGED
+        if "assignee" in values:
+            name = (values["assignee"] or "").strip()
+            assignee = None
+            if name:
+                assignee = get_user_model().objects.filter(username=name, is_staff=True, is_active=True).first()
+                if assignee is None:
+                    raise InputError(f"assignee: no active staff member is named {name!r}",
+                                     [ErrorItem(message=f"no active staff member is named {name!r}", field="assignee")])
+        try:
+            incident = change_incident(incident, actor=request.user, state=values.get("state"), assignee=assignee)
+        except IncidentChangeError as exc:
+            raise InputError(f"{exc.field}: {exc}", [ErrorItem(message=str(exc), field=exc.field)]) from exc
+        return Response(incident_body(incident_get(request.user, incident.pk)))
+
+
+class Subscription(serializers.Serializer):
+    product = serializers.SlugField(max_length=63, help_text="the product's name")
+    subscribed = serializers.BooleanField(help_text="true: mail me when it opens an incident; false: stop")
+
+
+class SubscriptionsView(APIView):
+    """The products whose new incidents are mailed to you; POST ``{"product", "subscribed"}`` to change one."""
+
+    @extend_schema(summary="Your incident subscriptions", responses={200: SubscriptionState})
+    def get(self, request):
+        return Response({"products": sorted(subscribed_products(request.user)), "email": request.user.email or None})
+
+    @extend_schema(summary="Subscribe to a product's incidents, or stop", request=Subscription, responses={200: SubscriptionState})
+    def post(self, request):
+        from ..selectors import visible_products
+        from ..services import subscribe
+
+        body = Subscription(data=request.data)
+        body.is_valid(raise_exception=True)
+        product = visible_products(request.user).filter(name=body.validated_data["product"]).first()
+        if product is None:
+            raise InputError("product: no such data product", [ErrorItem(message="no such data product", field="product")])
+        subscribe(request.user, product, body.validated_data["subscribed"])
+        return Response({"products": sorted(subscribed_products(request.user)), "email": request.user.email or None})
