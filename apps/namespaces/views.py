@@ -35,9 +35,11 @@ class NamespaceIndexView(TemplateView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         user = self.request.user
+        under_way = [NamespaceRequestStatusChoices.WAITING, NamespaceRequestStatusChoices.APPROVED, NamespaceRequestStatusChoices.SYNCING]
+        if settings.ARGOCD_URL:  # without Argo CD a committed request is as far as it goes
+            under_way.append(NamespaceRequestStatusChoices.COMMITTED)
         context.update(namespaces=list(namespaces_for_user(user)), teams=teams_for_user(user),
-                       pending=list(requests_for_user(user).filter(status__in=[NamespaceRequestStatusChoices.WAITING, NamespaceRequestStatusChoices.APPROVED,
-                                                                               NamespaceRequestStatusChoices.COMMITTED, NamespaceRequestStatusChoices.SYNCING])[:50]),
+                       pending=list(requests_for_user(user).filter(status__in=under_way)[:50]),
                        queue=approval_queue(user) if user.is_staff else [],
                        archived=list(namespaces_for_user(user, archived=True).filter(state=ManagedNamespaceStateChoices.ARCHIVED)[:20]))
         return context

@@ -141,6 +141,7 @@ function requestForm() {
   async function check() {
     const mine = ++sequence;
     state.textContent = "Checking…";
+    dirty = false; // these values are the ones checked; an edit from now on makes the answer stale
     const body = new FormData(form);
     form.querySelectorAll("select:disabled, input:disabled").forEach((input) => body.delete(input.name));
     if ($("#f-team").disabled) body.set("team", $("#f-team").value);
@@ -156,7 +157,6 @@ function requestForm() {
     }
     if (mine !== sequence) return; // a newer check is under way
     lastAnswer = answer;
-    dirty = false;
     const hidden = showErrors(answer.errors);
     const problems = Object.entries(answer.errors).filter(([field]) => !hidden.includes(field))
       .reduce((total, [, list]) => total + list.length, 0);

@@ -13,16 +13,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 def wait_for_status(page, url, wanted, timeout_s=60):
-    """Reload a request's page until the worker has moved it on."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        page.goto(url)
-        if page.locator("#req-status").inner_text() == wanted:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{url} did not reach {wanted!r}: {page.locator('#req-status').inner_text()}")
+    """A request's page updates itself in place while the worker moves the request on: no reload."""
+    assert page.url == url
+    expect(page.locator("#req-status")).to_have_text(wanted, timeout=timeout_s * 1000)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -66,6 +59,11 @@ def test_request_form_change_and_approval(live_server, page, screenshot, celery_
     expect(form.locator('.field-error[data-for="cpu_requests"]')).to_have_text("32 is more than the limit 16")
     expect(form.locator('.field-error[data-for="gpu_count_0"]')).to_have_text(
         "20 1g.12gb slices of NVIDIA GH200 96GB asked, 14 left on the cluster")
+    # a field not touched yet shows no error; leaving it does
+    expect(page.locator("#ns-verdict")).to_contain_text("problems to fix")
+    expect(form.locator('.field-error[data-for="psa_justification"]')).to_have_text("")
+    page.locator("#f-psa_justification").focus()
+    page.locator("#f-name").focus()
     expect(form.locator('.field-error[data-for="psa_justification"]')).to_have_text("required")
     assert page.locator("#f-name").get_attribute("aria-invalid") == "true"
     expect(page.locator("#ns-verdict")).to_contain_text("problems to fix")
@@ -129,8 +127,10 @@ def test_request_form_change_and_approval(live_server, page, screenshot, celery_
     expect(queue.first).to_contain_text("a-bio06-serving")
     expect(queue.first).to_contain_text("prod namespaces are approved by a person")
     queue.first.get_by_role("link").first.click()
-    page.get_by_label("Reason (required to reject)").fill("endpoint reviewed with the team")
-    page.get_by_role("button", name="Approve").click()
+    expect(page.locator("#approval-facts")).to_be_visible()
+    page.get_by_label("Note (required: what you checked; it is recorded)").fill("endpoint reviewed with the team")
+    page.locator("#d-confirm").check()
+    page.locator("#d-approve").click()
     expect(page.locator(".messages")).to_contain_text("approved")
     wait_for_status(page, page.url, "committed")
     expect(page.locator(".steps")).to_contain_text("approved by staff: endpoint reviewed with the team")

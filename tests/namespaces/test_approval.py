@@ -231,3 +231,16 @@ def test_the_approvals_count_is_registered_for_the_staff_page(waiting, world, rf
         request.user = world[who]
         asked[who] = entry.count(request)
     assert asked == {"lena": 1, "sam": 0, "alice": 0}  # lena is a-llm01's named approver
+
+
+def test_the_staff_page_counts_the_requests_waiting_for_this_approver(waiting, world, client):
+    import re
+
+    client.force_login(world["lena"])
+    page = client.get("/staff/").content.decode()
+    item = re.search(r'<li class="waiting-item waiting-item--(\w+)" data-waiting="approvals">(.*?)</li>', page, re.S)
+    assert item and item.group(1) == "some", page[:2000]
+    assert 'href="/namespaces/approvals/"' in item.group(2) and '<span class="waiting-item__count">1</span>' in item.group(2)
+    client.force_login(world["sam"])  # not a-llm01's named approver: nothing waits for him
+    item = re.search(r'data-waiting="approvals">(.*?)</li>', client.get("/staff/").content.decode(), re.S)
+    assert '<span class="waiting-item__count">0</span>' in item.group(1)
