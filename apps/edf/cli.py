@@ -45,7 +45,8 @@ def check_files(files: list[str], *, search_path: str = "", quiet: bool = False,
         for finding in result.findings:
             if quiet and finding.severity != ERROR:
                 continue
-            out.write(f"{name}:{finding.line}:{finding.column}: {finding.severity}: {finding.message} [{finding.rule}]\n")
+            after = " (found on the text read past the syntax error)" if finding.recovered else ""
+            out.write(f"{name}:{finding.line}:{finding.column}: {finding.severity}: {finding.message}{after} [{finding.rule}]\n")
             if finding.hint and not quiet:
                 out.write(f"    hint: {finding.hint}\n")
         failed = failed or not result.valid

@@ -1,22 +1,22 @@
 """Validate Environment Definition Files (EDF) before they meet srun.
 
-``validate(text)`` parses the TOML strictly (``tomllib``), finds where each value sits
-(``tomlpos``), checks every field, annotation and variable against ``vocabulary``, resolves the
-``base_environment`` chain from the EDFs it is given, and checks the merged result (hooks that
+``validate(text)`` parses the TOML strictly (``tomllib``; on a syntax error ``tomlsyntax`` says
+exactly what and where, and the checks below run on the text read past it, their findings marked
+``recovered``), finds where each value sits (``tomlpos``), checks every field, annotation and
+variable against ``vocabulary``, resolves the ``base_environment`` chain from the EDFs it is given, and checks the merged result (hooks that
 need a writable container, NCCL plugin variants, Alps Extended Images, ...). Every finding carries
 a severity, a 1-based line and column, the TOML path, a message, a hint where one exists, and the
 id of the rule that produced it (``RULES``). Plain Python: no Django.
 """
 from __future__ import annotations
 
-import ast
 import difflib
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
-from . import tomlpos
+from . import tomlpos, tomlsyntax
 from .vocabulary import (
     ANNOTATIONS, ARRAY, BOOLEAN, FIELDS, JOB_VARIABLE_PREFIXES, JOB_VARIABLES, KNOWN_NAMESPACES, MAX_BASE_DEPTH,
     MAX_EDF_CHARS, MOUNT_FLAGS, STRING, TABLE,
@@ -29,6 +29,7 @@ RULES: dict[str, str] = {
     "too-large": "The EDF is larger than the portal accepts.",
     "toml-syntax": "The text is not valid TOML 1.0.",
     "toml-table-twice": "A table is defined twice (often the two annotation spellings mixed).",
+    "toml-key-twice": "A key is set twice in one table, or set as a value and defined as a table.",
     "unknown-key": "A top-level key the Container Engine does not know.",
     "type": "A field has the wrong TOML type.",
     "image-syntax": "The image is not a valid [USER@][REGISTRY#]IMAGE[:TAG] reference or image path.",
@@ -87,10 +88,11 @@ class Finding:
     message: str
     hint: str | None
     rule: str
+    recovered: bool = False  # found on the text read past a TOML syntax error (see ``tomlsyntax``)
 
     def as_dict(self) -> dict:
         return {"severity": self.severity, "line": self.line, "column": self.column, "path": self.path,
-                "message": self.message, "hint": self.hint, "rule": self.rule}
+                "message": self.message, "hint": self.hint, "rule": self.rule, "recovered": self.recovered}
 
 
 @dataclass
@@ -213,11 +215,6 @@ def expand(value: str, env: dict[str, str]) -> tuple[str, list[str]]:
     return "".join(out), missing
 
 
-def _placeholders(value: str) -> str:
-    """The string with every ${...} replaced by a harmless word, for syntax checks of the rest."""
-    return re.sub(r"\$\{[^}]*\}", "VAR", value.replace("$$", "$"))
-
-
 def _split_mount(value: str) -> list[str]:
     """Split on ':' outside ${...} (so ${VAR:-x} stays whole)."""
     parts, depth, current = [], 0, []
@@ -240,13 +237,19 @@ def _is_pathlike(value: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# Images
+# Images: the container image reference grammar (github.com/distribution/reference), written the
+# enroot/Pyxis way as [USER@][REGISTRY#]IMAGE[:TAG][@DIGEST] or the Docker way as [REGISTRY/]IMAGE...
 
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-_REGISTRY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_HOST_COMPONENT = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+_REGISTRY = re.compile(rf"(?:{_HOST_COMPONENT}(?:\.{_HOST_COMPONENT})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?")
+_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+_TAG = re.compile(r"\w[\w.-]{0,127}", re.ASCII)
+_DIGEST_ALGORITHM = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[+._-][A-Za-z][A-Za-z0-9]*)*")
+_DIGEST_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
+_NAME_MAX = 255
+_IMAGE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:@#+[]")
+_USER_CHARS = _IMAGE_CHARS | frozenset("$!~*'()%;&=,")
+_IMAGE_FORM = "[USER@][REGISTRY#]IMAGE[:TAG], e.g. nvcr.io#nvidia/pytorch:25.06-py3"
 
 
 @dataclass(frozen=True)
@@ -260,45 +263,142 @@ class ImageRef:
     local: bool
 
 
-def parse_image(value: str) -> tuple[ImageRef | None, str | None, str | None]:
-    """(reference, error message, hint). Local paths come back with ``local=True``."""
-    text = _placeholders(value.strip())
+def _char_name(char: str) -> str:
+    if char == " ":
+        return "a space"
+    if char == "\t":
+        return "a tab"
+    if char.isascii() and char.isprintable():
+        return f"'{char}'"
+    return f"'{char}' (U+{ord(char):04X})" if char.isprintable() else f"U+{ord(char):04X}"
+
+
+def _at(offset: int) -> str:
+    return f"character {offset + 1}"
+
+
+def parse_image(value: str, locate=None) -> tuple[ImageRef | None, str | None, str | None]:
+    """(reference, error message, hint). Local paths come back with ``local=True``. ``locate(offset)``
+    words a position in the value (default "character N")."""
+    ref, error, hint, _ = image_problem(value, locate)
+    return ref, error, hint
+
+
+def image_problem(value: str, locate=None) -> tuple[ImageRef | None, str | None, str | None, int]:
+    """As ``parse_image``, plus the offset in ``value`` of the first character at fault."""
+    locate = locate or _at
     if value != value.strip():
-        return None, "the image has leading or trailing spaces", "Remove the spaces inside the quotes."
-    if any(char.isspace() for char in text):
-        return None, "the image contains a space", "An image reference has no spaces."
-    if _is_pathlike(value) or text.endswith((".sqsh", ".squashfs")):
-        return ImageRef(None, None, value, None, None, False, True), None, None
-    rest, user, registry, slash = text, None, None, False
-    if "@" in rest.split("#")[0] and not rest.startswith("@"):
-        user, rest = rest.split("@", 1)
-    if "#" in rest:
-        registry, rest = rest.split("#", 1)
-        if not _REGISTRY.fullmatch(registry):
-            return None, f"'{registry}' is not a registry host name", "Write REGISTRY#IMAGE, e.g. nvcr.io#nvidia/pytorch:25.06-py3."
-        if "#" in rest:
-            return None, "the image has more than one '#'", "Only one '#' separates the registry from the image."
+        offset = 0 if value[:1].isspace() else len(value.rstrip())
+        return None, "the image has leading or trailing spaces", "Remove the spaces inside the quotes.", offset
+    if _is_pathlike(value) or value.endswith((".sqsh", ".squashfs")):
+        space = next((index for index, char in enumerate(value) if char.isspace()), None)
+        if space is not None:
+            return None, f"the image path has {_char_name(value[space])} at {locate(space)}", \
+                "enroot splits image paths at spaces: rename the file.", space
+        return ImageRef(None, None, value, None, None, False, True), None, None, 0
+    # ${VAR} stands for something valid; $$ is a literal $, which no reference has.
+    text = re.sub(r"\$\{[^}]*\}", lambda match: "x" * len(match.group()), value)
+    hash_at = text.find("#")
+    user_end = text.find("@", 0, hash_at) if hash_at > 0 else -1
+    bad = [(index, char) for index, char in enumerate(text)
+           if char not in (_USER_CHARS if index < user_end else _IMAGE_CHARS)]
+    if bad:
+        where: dict[str, list[str]] = {}
+        for index, char in bad:
+            where.setdefault(char, []).append(locate(index))
+        shown = []
+        for char, places in list(where.items())[:6]:
+            name = _char_name(char)
+            if len(places) > 1:
+                name = {"a space": "spaces", "a tab": "tabs"}.get(name, name)
+                unit = places[0].split()[0]
+                numbers = [place.split()[-1] for place in places]
+                places = [f"{unit}s " + ", ".join(numbers[:-1]) + " and " + numbers[-1]]
+            shown.append(f"{name} at {places[0]}")
+        more = f" and {len(where) - 6} more characters" if len(where) > 6 else ""
+        listing = (", ".join(shown[:-1]) + " and " + shown[-1]) if len(shown) > 1 and not more else ", ".join(shown) + more
+        return None, f"{listing} {'is' if len(bad) == 1 else 'are'} not allowed in an image reference", (
+            f"An image reference is {_IMAGE_FORM}: letters, digits and . _ - / : @ # only "
+            "(or an absolute path to a .sqsh file)."), bad[0][0]
+    user, registry, slash, start = None, None, False, 0
+    if hash_at >= 0:
+        second = text.find("#", hash_at + 1)
+        if second >= 0:
+            return None, f"the image has more than one '#' (the second at {locate(second)})", \
+                "Only one '#' separates the registry from the image.", second
+        if user_end >= 0:
+            user = value[:user_end]
+            if not user:
+                return None, "'@' with no user name before it", "Write USER@REGISTRY#IMAGE, or leave out the '@'.", 0
+        registry_start = user_end + 1
+        registry = value[registry_start:hash_at]
+        if not _REGISTRY.fullmatch(text[registry_start:hash_at]):
+            return None, f"'{registry}' is not a registry host name", \
+                "Write REGISTRY#IMAGE, e.g. nvcr.io#nvidia/pytorch:25.06-py3.", registry_start
+        start = hash_at + 1
     else:
-        first, sep, remainder = rest.partition("/")
+        first, sep, _ = text.partition("/")
         if sep and ("." in first or ":" in first or first == "localhost"):
-            registry, rest, slash = first, remainder, True
-            if not _REGISTRY.fullmatch(registry):
-                return None, f"'{registry}' is not a registry host name", None
-    digest = None
-    if "@" in rest:
-        rest, digest = rest.split("@", 1)
-        if not _DIGEST.fullmatch(digest):
-            return None, f"'@{digest}' is not a sha256 digest", "A digest is @sha256: followed by 64 hex digits."
-    repository, sep, tag = rest.partition(":")
-    if sep and not _TAG.fullmatch(tag):
-        return None, f"':{tag}' is not a valid tag", "Tags are letters, digits, '_', '.' and '-', up to 128 characters."
-    if not _REPOSITORY.fullmatch(repository):
-        lower = repository.lower()
-        if repository != lower and _REPOSITORY.fullmatch(lower):
-            return None, f"the repository '{repository}' has capital letters", f"Image repositories are lower case: {lower}."
-        return None, f"'{repository or value}' is not an image repository name", (
-            "Use [USER@][REGISTRY#]IMAGE[:TAG], e.g. nvcr.io#nvidia/pytorch:25.06-py3, or an absolute path to a .sqsh file.")
-    return ImageRef(user, registry, repository, tag if sep else None, digest, slash, False), None, None
+            registry, slash, start = value[:len(first)], True, len(first) + 1
+            if not _REGISTRY.fullmatch(first):
+                return None, f"'{registry}' is not a registry host name", \
+                    "A registry is a host name with an optional :PORT, e.g. nvcr.io or registry.example.org:5000.", 0
+    # IMAGE[:TAG][@DIGEST]: a path has no ':' or '@', so the first of each starts the tag or the digest
+    at_digest = text.find("@", start)
+    end = at_digest if at_digest >= 0 else len(text)
+    digest = value[at_digest + 1:] if at_digest >= 0 else None
+    colon = text.find(":", start, end)
+    path_end = colon if colon >= 0 else end
+    repository = value[start:path_end]
+    offset = start
+    for component in text[start:path_end].split("/"):
+        if not _COMPONENT.fullmatch(component):
+            lower = component.lower()
+            if not component:
+                message = "the image name has an empty part between '/'s" if repository else "the image has no name"
+                return None, f"{message} (at {locate(offset)})", f"Use {_IMAGE_FORM}.", offset
+            if component != lower and _COMPONENT.fullmatch(lower):
+                fixed = value[start:path_end].lower()
+                return None, f"the repository '{repository}' has capital letters ('{component}' at {locate(offset)})", \
+                    f"Image repositories are lower case: {fixed}.", offset
+            if not component[0].isalnum() or not component[-1].isalnum():
+                where = offset if not component[0].isalnum() else offset + len(component) - 1
+                return None, f"'{component}' in the image name starts or ends with a separator (at {locate(where)})", \
+                    "Each '/'-separated part starts and ends with a letter or digit.", where
+            separator = re.search(r"[._-]{2,}", component)
+            where = offset + (separator.start() if separator else 0)
+            return None, f"'{component}' is not a valid part of an image name" + (
+                f": '{separator.group()}' at {locate(where)}" if separator else ""), \
+                "Parts are lower-case letters and digits joined by '.', '_', '__' or dashes.", where
+        offset += len(component) + 1
+    registry_length = len(registry) + 1 if registry else 0
+    if registry_length + len(repository) > _NAME_MAX:
+        return None, f"the image name has {registry_length + len(repository)} characters; at most {_NAME_MAX} are allowed", \
+            None, start
+    tag = None
+    if colon >= 0:
+        tag = value[colon + 1:end]
+        checked = text[colon + 1:end]
+        if not _TAG.fullmatch(checked):
+            if not checked:
+                return None, f"':' with no tag after it (at {locate(colon)})", "Write :TAG, or leave out the ':'.", colon
+            if len(checked) > 128:
+                return None, f"the tag ':{tag[:20]}…' has {len(checked)} characters; at most 128 are allowed", None, colon + 1
+            wrong = next((index for index, char in enumerate(checked) if not re.fullmatch(r"[\w.-]", char, re.ASCII)), 0)
+            char = checked[wrong]
+            why = f"{_char_name(char)} at {locate(colon + 1 + wrong)}" if wrong or char not in ".-" else \
+                f"it starts with {_char_name(char)}"
+            return None, f"':{tag}' is not a valid tag: {why}", \
+                "Tags are letters, digits, '_', '.' and '-' (not first), up to 128 characters.", colon + 1 + wrong
+    if digest is not None:
+        algorithm, sep, hex_part = digest.partition(":")
+        length = _DIGEST_LENGTHS.get(algorithm)
+        ok = (sep and _DIGEST_ALGORITHM.fullmatch(algorithm) and re.fullmatch(r"[0-9a-fA-F]{32,}", hex_part)
+              and (length is None or (len(hex_part) == length and hex_part == hex_part.lower())))
+        if not ok:
+            return None, f"'@{digest}' is not a digest (at {locate(at_digest)})", \
+                "A digest is ALGORITHM:HEX, e.g. @sha256: followed by 64 lower-case hex digits.", at_digest
+    return ImageRef(user, registry, repository, tag, digest, slash, False), None, None, 0
 
 
 _CUDA_IN_TAG = re.compile(r"(?:^|[^a-z])(?:cuda|cu)[-_]?(\d{2})(?:[.\d]*)", re.IGNORECASE)
@@ -326,17 +426,44 @@ def is_ngc_dl_image(ref: ImageRef) -> bool:
 # --------------------------------------------------------------------------------------------
 # The checker: one instance per file.
 
+def _string_column(line_text: str, column: int, offset: int) -> int:
+    """The column of character ``offset`` of the string value whose opening quote is at ``column``:
+    escapes (\\t, \\u00e9, ...) count as the characters they take in the text."""
+    quote_at = column - 1
+    if line_text[quote_at:quote_at + 1] != '"' or line_text.startswith('"""', quote_at):
+        return column + offset + 1
+    index, decoded = quote_at + 1, 0
+    while decoded < offset and index < len(line_text):
+        if line_text[index] == "\\":
+            following = line_text[index + 1:index + 2]
+            index += 6 if following == "u" else 10 if following == "U" else 2
+        else:
+            index += 1
+        decoded += 1
+    return index + 1 + (offset - decoded)
+
+
 class _Checker:
-    def __init__(self, positions: tomlpos.Positions):
+    def __init__(self, positions: tomlpos.Positions, text: str | None = None):
         self.positions = positions
         self.findings: list[Finding] = []
+        self._lines = text.split("\n") if text is not None else None
+
+    def column_at(self, path, offset: int) -> int | None:
+        """The column of character ``offset`` of the string at ``path``, when its position is known."""
+        if tuple(path) not in self.positions.values:
+            return None
+        line, column = self.positions.values[tuple(path)]
+        if self._lines is None or line > len(self._lines):
+            return column + offset + 1
+        return _string_column(self._lines[line - 1], column, offset)
 
     def add(self, rule: str, severity: str, path, message: str, hint: str | None = None, *, key: bool = False,
             offset: int | None = None) -> None:
         assert rule in RULES, rule
         line, column = self.positions.of(path, key=key)
         if offset is not None and tuple(path) in self.positions.values:
-            column += offset + 1  # past the opening quote; exact for single-line strings without escapes
+            column = self.column_at(path, offset)
         self.findings.append(Finding(severity, line, column, path_text(path), message, hint, rule))
 
     # -- fields -------------------------------------------------------------------------------
@@ -417,9 +544,13 @@ class _Checker:
         if value.startswith("~"):
             self.add("image-local-path", ERROR, path, "'~' is not expanded in an EDF", "Write ${HOME} instead of ~.")
             return
-        ref, error, hint = parse_image(value)
+        def locate(offset):
+            column = self.column_at(path, offset)
+            return f"column {column}" if column is not None else f"character {offset + 1}"
+
+        ref, error, hint, offset = image_problem(value, locate)
         if error:
-            self.add("image-syntax", ERROR, path, f"image: {error}", hint)
+            self.add("image-syntax", ERROR, path, f"image: {error}", hint, offset=offset)
             return
         if ref.local:
             if not value.endswith((".sqsh", ".squashfs")):
@@ -674,57 +805,17 @@ def _strings(data, path=()):
 # --------------------------------------------------------------------------------------------
 # Parsing
 
-_AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$|\s*\(at end of document\)$")
-
-
 def _parse(text: str) -> tuple[dict | None, Finding | None]:
+    """The document, or None and its first syntax error (base environments: no recovery)."""
     try:
         return tomllib.loads(text), None
-    except tomllib.TOMLDecodeError as exc:
-        return None, _syntax_finding(text, exc)
-    except RecursionError:  # tomllib recurses once per level of nested arrays / inline tables
-        return None, Finding(ERROR, 1, 1, "", "TOML: arrays or inline tables are nested too deeply to read",
-                             "An EDF needs at most two levels of brackets.", "toml-syntax")
+    except (tomllib.TOMLDecodeError, RecursionError):
+        issues = tomlsyntax.diagnose(text).issues
+        return None, _syntax_finding(min(issues, key=lambda issue: (issue.line, issue.column)))
 
 
-def _syntax_finding(text: str, exc: tomllib.TOMLDecodeError) -> Finding:
-    raw = str(exc)
-    match = _AT.search(raw)
-    message = _AT.sub("", raw) if match else raw
-    if match and match.group(1):
-        line, column = int(match.group(1)), int(match.group(2))
-    else:
-        line = text.count("\n") + 1
-        column = len(text.rsplit("\n", 1)[-1]) + 1
-    twice = re.match(r"Cannot (?:declare \((.*)\) twice|redefine namespace \((.*)\))", message)
-    if twice:
-        try:
-            inner = (twice.group(1) or twice.group(2)).rstrip().rstrip(",")
-            names = [str(n) for n in ast.literal_eval("(" + inner + ",)")]
-        except (ValueError, SyntaxError):
-            names = []
-        table = path_text(tuple(names))
-        earlier = tomlpos.scan(text).keys.get(tuple(names))
-        where = f" (first at line {earlier[0]})" if earlier and earlier[0] != line else ""
-        hint = "Define each table once."
-        if names and names[0] == "annotations":
-            hint = ("The two annotation spellings cannot be mixed for one hook: use either dotted keys under "
-                    "[annotations] (com.hooks.ssh.enabled = \"true\") or an [annotations.com.hooks.ssh] table, not both.")
-        return Finding(ERROR, line, 1, table, f"[{table}] is defined twice{where}", hint, "toml-table-twice")
-    hint = None
-    line_text = text.splitlines()[line - 1] if 0 < line <= len(text.splitlines()) else ""
-    if message.startswith("Invalid value") or message.startswith("Invalid statement"):
-        key, sep, rest = line_text.partition("=")
-        rest = rest.strip()
-        if sep and rest and rest[0] not in "\"'[{" and not re.match(r"[-+0-9]|true|false|inf|nan", rest):
-            hint = f"Strings need quotes: {key.strip()} = \"{rest}\""
-    elif "Unclosed array" in message or "Unterminated string" in message or "Illegal character" in message:
-        hint = "Check the quotes and brackets on this line and the ones above."
-    elif message.startswith("Cannot overwrite a value") or "already" in message:
-        hint = "Each key may appear once per table."
-    elif "Expected '=' after a key" in message:
-        hint = "A line is either KEY = VALUE or a [table] header."
-    return Finding(ERROR, line, max(column, 1), "", f"TOML: {message}", hint, "toml-syntax")
+def _syntax_finding(issue: tomlsyntax.Issue) -> Finding:
+    return Finding(ERROR, issue.line, max(issue.column, 1), path_text(issue.path), issue.message, issue.hint, issue.rule)
 
 
 # --------------------------------------------------------------------------------------------
@@ -971,12 +1062,19 @@ def validate(text: str, *, base_environments: dict[str, str] | None = None, env:
         finding = Finding(ERROR, 1, 1, "", f"the EDF has {len(text):,} characters; the portal accepts at most {MAX_EDF_CHARS:,}",
                           "EDFs are a few dozen lines; check that this is the right file.", "too-large")
         return Result(False, [finding], None)
-    data, syntax = _parse(text)
-    if syntax:
-        return Result(False, [syntax], None)
+    recovery = None
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError):
+        # Say exactly what is wrong, then check the rest as far as the text can be read past it.
+        recovery = tomlsyntax.diagnose(text)
+        syntax = [_syntax_finding(issue) for issue in recovery.issues]
+        if recovery.data is None:
+            return Result(False, _ordered(syntax), None)
+        data, text = recovery.data, recovery.text
     positions = tomlpos.scan(text)
     top = _File(name or "this file", data, positions)
-    checker = _Checker(positions)
+    checker = _Checker(positions, text)
     checker.document(data)
 
     chain = _resolve_chain(top, base_environments, name)
@@ -985,9 +1083,24 @@ def validate(text: str, *, base_environments: dict[str, str] | None = None, env:
     checker.variables(data, env, set(merged["env"]))
     _merged_checks(checker, top, merged, origin, bool(_base_entries(data)))
 
-    findings = sorted(checker.findings, key=lambda f: (f.line, f.column, _SEVERITY_ORDER[f.severity], f.rule))
+    if recovery is not None:
+        # Found on the recovered text: marked so. Advice that something is missing is left out where
+        # a statement was dropped to read on (it may be the one that sets it).
+        kept = [replace(f, recovered=True) for f in checker.findings
+                if not (recovery.dropped and f.rule in _ABSENCE_RULES)]
+        return Result(False, _ordered(syntax + kept), None)
+    findings = _ordered(checker.findings)
     resolved = _resolved(chain, merged, origin, env)
     return Result(not any(f.severity == ERROR for f in findings), findings, resolved)
+
+
+# Rules that report that something is not set: on a recovered text, the dropped lines may set it.
+_ABSENCE_RULES = frozenset({"image-missing", "entrypoint-implicit", "nccl-hook", "extended-image", "alpine-image",
+                            "opensuse-image"})
+
+
+def _ordered(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: (f.line, f.column, _SEVERITY_ORDER[f.severity], f.rule))
 
 
 def _resolved(chain: _Chain, merged: dict, origin: dict, env: dict | None) -> dict:

@@ -7,6 +7,9 @@
 
   const CM = window.BelvedereCM;
   const VALIDATE_DELAY_MS = 250;
+  const SYNTAX_RULES = new Set(["toml-syntax", "toml-table-twice", "toml-key-twice"]);
+  const RECOVERED_TITLE = "The text is not valid TOML; this was found by reading past the syntax error "
+    + "(a missing quote or bracket added, or the bad lines left out). Fix the syntax error to be sure.";
 
   function csrfToken() {
     const input = document.querySelector("input[name=csrfmiddlewaretoken]");
@@ -141,7 +144,12 @@
     const none = document.getElementById("edf-no-findings");
     list.replaceChildren();
     const rank = { error: 0, warning: 1, info: 2 };
-    const ordered = findings.slice().sort((a, b) => rank[a.severity] - rank[b.severity] || a.line - b.line || a.column - b.column);
+    // Errors first; within a severity, what was found first-hand before what was found on the text
+    // read past a TOML syntax error ("recovered"), then by position.
+    const ordered = findings.slice().sort((a, b) => rank[a.severity] - rank[b.severity]
+      || Number(Boolean(a.recovered)) - Number(Boolean(b.recovered)) || a.line - b.line || a.column - b.column);
+    const recovered = findings.filter((f) => f.recovered).length;
+    const syntax = findings.filter((f) => SYNTAX_RULES.has(f.rule));
     ordered.forEach((finding) => {
       const jump = el("button", { type: "button", class: "finding__where", "data-line": finding.line },
         `line ${finding.line}:${finding.column}`);
@@ -150,18 +158,31 @@
         view.dispatch({ selection: { anchor: offset }, scrollIntoView: true });
         view.focus();
       });
-      list.append(el("li", { class: `finding finding--${finding.severity}`, "data-line": finding.line, "data-rule": finding.rule },
+      list.append(el("li", {
+        class: `finding finding--${finding.severity}${finding.recovered ? " finding--recovered" : ""}`,
+        "data-line": finding.line, "data-rule": finding.rule, "data-recovered": String(Boolean(finding.recovered)),
+      },
         el("span", { class: `badge badge--${finding.severity}` }, finding.severity), " ", jump, " ",
         el("span", { class: "finding__message" }, finding.message),
+        finding.recovered ? el("span", { class: "finding__recovered small muted", title: RECOVERED_TITLE },
+          " (found on the text read past the syntax error)") : null,
         finding.path ? el("code", { class: "finding__path" }, finding.path) : null,
         finding.hint ? el("p", { class: "finding__hint small" }, finding.hint) : null));
     });
     none.hidden = findings.length > 0;
     const counts = { error: 0, warning: 0, info: 0 };
     findings.forEach((f) => { counts[f.severity] += 1; });
-    document.getElementById("edf-count").textContent = String(counts.error + counts.warning);
+    // The badge counts every finding listed, whatever its severity.
+    const badge = document.getElementById("edf-count");
+    badge.textContent = String(findings.length);
+    badge.title = `${counts.error} error${counts.error === 1 ? "" : "s"}, ${counts.warning} warning${counts.warning === 1 ? "" : "s"}, ${counts.info} info`;
     const status = document.getElementById("edf-status");
-    if (counts.error) {
+    if (syntax.length) {
+      const lines = Array.from(new Set(syntax.map((f) => f.line))).sort((a, b) => a - b);
+      status.textContent = `TOML syntax error${syntax.length > 1 ? "s" : ""} on line${lines.length > 1 ? "s" : ""} ${lines.join(", ")}: srun would fail`
+        + (recovered ? ` (${recovered} more finding${recovered > 1 ? "s" : ""} from the rest of the text)` : "");
+      status.className = "edf-status status status--fail";
+    } else if (counts.error) {
       status.textContent = `${counts.error} error${counts.error > 1 ? "s" : ""}, ${counts.warning} warning${counts.warning === 1 ? "" : "s"}: srun would fail`;
       status.className = "edf-status status status--fail";
     } else if (counts.warning) {
@@ -177,7 +198,7 @@
     const box = document.getElementById("edf-resolved");
     box.replaceChildren();
     if (!resolved) {
-      box.append(el("p", { class: "empty" }, "Fix the TOML syntax error first."));
+      box.append(el("p", { class: "empty" }, "Fix the TOML syntax error first: srun reads nothing from a file that is not TOML."));
       return;
     }
     const expanded = resolved.expanded || {};
@@ -295,9 +316,10 @@
       return data.findings.map((finding) => {
         const from = offsetOf(doc, finding.line, finding.column);
         const lineEnd = clampLine(doc, finding.line).to;
+        const text = finding.hint ? `${finding.message}\n${finding.hint}` : finding.message;
         return {
           from, to: Math.max(lineEnd, from), severity: finding.severity, source: finding.rule,
-          message: finding.hint ? `${finding.message}\n${finding.hint}` : finding.message,
+          message: finding.recovered ? `${text}\n(found on the text read past the syntax error)` : text,
         };
       });
     }

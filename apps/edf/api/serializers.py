@@ -30,6 +30,9 @@ class FindingSerializer(serializers.Serializer):
     message = serializers.CharField()
     hint = serializers.CharField(allow_null=True)
     rule = serializers.CharField()
+    recovered = serializers.BooleanField(
+        help_text="Found on the text read past a TOML syntax error (a missing quote or bracket added, or the bad "
+                  "lines left out): the file is not TOML, so srun reads none of it.")
 
 
 class ValidateResponseSerializer(serializers.Serializer):
