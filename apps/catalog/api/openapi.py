@@ -224,7 +224,7 @@ class CatalogRunQueuedResponse(serializers.Serializer):
     queued = serializers.BooleanField()
 
 
-class CatalogIncident(serializers.Serializer):
+class CatalogIncidentItem(serializers.Serializer):
     """One incident of a product: opened by a failing check, acknowledged, assigned and resolved by staff (or
     closed by the first passing run of its check)."""
 
@@ -242,7 +242,7 @@ class CatalogIncident(serializers.Serializer):
     resolved_by = serializers.CharField(allow_null=True, help_text="Who closed it by hand (null when a passing check did).")
 
 
-class SubscriptionState(serializers.Serializer):
+class CatalogSubscriptionState(serializers.Serializer):
     """The products whose new incidents are mailed to the caller."""
 
     products = serializers.ListField(child=serializers.CharField())

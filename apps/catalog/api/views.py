@@ -13,7 +13,7 @@ from apps.core.api.exceptions import ErrorItem, InputError
 from ..models import CheckRun, DataProduct, Incident
 from ..selectors import (INCIDENT_STATES, check_history, incident_get, incident_list, incidents, latest_checks, measured_for, product_get,
                          products, subscribed_products)
-from .openapi import CatalogIncident, SubscriptionState
+from .openapi import CatalogIncidentItem, CatalogSubscriptionState
 from .openapi import CatalogCheckRun, CatalogProductResponse, CatalogProductSummary, CatalogRunQueuedResponse
 
 
@@ -131,7 +131,7 @@ def incident_body(incident: Incident) -> dict:
             "assignee": user_name(incident.assignee), "resolved_by": user_name(incident.resolved_by)}
 
 
-class IncidentListParams(serializers.Serializer):
+class CatalogIncidentListParams(serializers.Serializer):
     state = serializers.ChoiceField(choices=INCIDENT_STATES, required=False, default="active",
                                     error_messages={"invalid_choice": "state is one of " + ", ".join(INCIDENT_STATES)},
                                     help_text="active (open or acknowledged; the default), open (not acknowledged yet), acknowledged, "
@@ -142,7 +142,7 @@ class IncidentListParams(serializers.Serializer):
     limit = QueryIntegerField(min_value=1, max_value=1000, required=False, default=200)
 
 
-class IncidentChange(serializers.Serializer):
+class CatalogIncidentChange(serializers.Serializer):
     state = serializers.ChoiceField(choices=["open", "acknowledged", "resolved"], required=False,
                                     error_messages={"invalid_choice": "state is one of open, acknowledged, resolved"})
     assignee = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=150,
@@ -152,10 +152,10 @@ class IncidentChange(serializers.Serializer):
 class IncidentListView(APIView):
     """Incidents of every product you may see, newest first (``state``, ``product``, ``assignee`` to filter)."""
 
-    @extend_schema(operation_id="catalog_incidents_list", summary="Incidents across products", parameters=[IncidentListParams],
-                   responses={200: CatalogIncident(many=True)})
+    @extend_schema(operation_id="catalog_incidents_list", summary="Incidents across products", parameters=[CatalogIncidentListParams],
+                   responses={200: CatalogIncidentItem(many=True)})
     def get(self, request):
-        params = parse_query(request, IncidentListParams)
+        params = parse_query(request, CatalogIncidentListParams)
         found = incident_list(request.user, state=params["state"], product=params["product"], assignee=params["assignee"])
         return Response([incident_body(incident) for incident in found[:params["limit"]]])
 
@@ -165,15 +165,15 @@ class IncidentDetailView(APIView):
 
     permission_classes = [StaffWrites]
 
-    @extend_schema(summary="One incident", responses={200: CatalogIncident})
+    @extend_schema(summary="One incident", responses={200: CatalogIncidentItem})
     def get(self, request, pk):
         incident = incident_get(request.user, pk)
         if incident is None:
             raise Http404
         return Response(incident_body(incident))
 
-    @extend_schema(summary="Acknowledge, assign or resolve an incident (staff)", request=IncidentChange,
-                   responses={200: CatalogIncident})
+    @extend_schema(summary="Acknowledge, assign or resolve an incident (staff)", request=CatalogIncidentChange,
+                   responses={200: CatalogIncidentItem})
     def patch(self, request, pk):
         from django.contrib.auth import get_user_model
 
@@ -182,7 +182,7 @@ class IncidentDetailView(APIView):
         incident = incident_get(request.user, pk)
         if incident is None:
             raise Http404
-        change = IncidentChange(data=request.data)
+        change = CatalogIncidentChange(data=request.data)
         change.is_valid(raise_exception=True)
         values = change.validated_data
         if not values:
@@ -204,7 +204,7 @@ class IncidentDetailView(APIView):
         return Response(incident_body(incident_get(request.user, incident.pk)))
 
 
-class Subscription(serializers.Serializer):
+class CatalogSubscription(serializers.Serializer):
     product = serializers.SlugField(max_length=63, help_text="the product's name")
     subscribed = serializers.BooleanField(help_text="true: mail me when it opens an incident; false: stop")
 
@@ -212,16 +212,16 @@ class Subscription(serializers.Serializer):
 class SubscriptionsView(APIView):
     """The products whose new incidents are mailed to you; POST ``{"product", "subscribed"}`` to change one."""
 
-    @extend_schema(summary="Your incident subscriptions", responses={200: SubscriptionState})
+    @extend_schema(summary="Your incident subscriptions", responses={200: CatalogSubscriptionState})
     def get(self, request):
         return Response({"products": sorted(subscribed_products(request.user)), "email": request.user.email or None})
 
-    @extend_schema(summary="Subscribe to a product's incidents, or stop", request=Subscription, responses={200: SubscriptionState})
+    @extend_schema(summary="Subscribe to a product's incidents, or stop", request=CatalogSubscription, responses={200: CatalogSubscriptionState})
     def post(self, request):
         from ..selectors import visible_products
         from ..services import subscribe
 
-        body = Subscription(data=request.data)
+        body = CatalogSubscription(data=request.data)
         body.is_valid(raise_exception=True)
         product = visible_products(request.user).filter(name=body.validated_data["product"]).first()
         if product is None:
