@@ -10,3 +10,10 @@ class TriageConfig(AppConfig):
         from . import sections
 
         sections.register()
+
+        from apps.core.waiting import Waiting, register_waiting
+
+        from .selectors import open_item_count
+
+        register_waiting(Waiting(key="triage", label="triage items open", order=20, url_name="triage:inbox", url_query="",
+                                 count=lambda request: open_item_count()))

@@ -31,7 +31,13 @@ def item_actions(item, *, staff_name: str = "") -> list[dict]:
                             "reason": (item.detail or item.title)[:200]})
         actions.append({"kind": "link", "label": "Node timeline and actions", "href": item.url})
     elif item.kind == Kind.BAD_SWITCH:
+        drainable = data.get("drainable") or []
+        if drainable:  # one action for the switch's nodes: a dry run whatever VETTING_ACTIONS_DRY_RUN says
+            actions.append({"kind": "drain", "label": f"Dry-run drain {len(drainable)} node{'s' * (len(drainable) != 1)}",
+                            "switch": data.get("switch", ""), "href": reverse("vetting:triage"),
+                            "reason": (item.detail or item.title)[:200]})
         actions.append({"kind": "link", "label": "Results behind the switch", "href": item.url})
+        actions.append({"kind": "link", "label": "Triage the switch", "href": reverse("vetting:triage") + f"#switch-{data.get('switch', '')}"})
     elif item.kind == Kind.NAMESPACE_REQUEST:
         actions.append({"kind": "link", "label": "Approve or reject", "href": item.url})
     elif item.url:

@@ -59,6 +59,11 @@ def triage_items(*, kind: str = "", state: str = "") -> QuerySet[TriageItem]:
     return queryset.order_by(*TriageItem._meta.ordering)
 
 
+def open_item_count() -> int:
+    """How many items wait for a person (new or acknowledged): the staff page's "what waits" count."""
+    return TriageItem.objects.filter(state__in=OPEN_STATES).count()
+
+
 def triage_item_get(pk: int) -> TriageItem | None:
     return TriageItem.objects.select_related("job", "job__cluster", "assignee").filter(pk=pk).first()
 

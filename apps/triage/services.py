@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.saturation.selectors import job_waste
+from apps.vetting.node_states import STATE_WORDS, switch_rows
 
 from . import selectors
 from .choices import TriageItemKindChoices as Kind
@@ -79,20 +80,26 @@ def _vetting_findings() -> list[Finding]:
     recommendations, nodes, failures = selectors.vetting_state()
     health = {node.host: node for node in nodes}
     by_node: dict[str, list] = {}
-    behind_switch: set[str] = set()
     findings = []
     for rec in recommendations:
-        if rec.subject_kind == "switch":
-            behind_switch.update(rec.hosts)
-            findings.append(Finding(
-                key=f"{Kind.BAD_SWITCH}:{rec.subject}", kind=Kind.BAD_SWITCH, severity=rec.severity,
-                title=f"Switch {rec.subject}: {rec.get_action_display()} ({rec.rule.name})", detail=rec.summary,
-                owner=f"switch {rec.subject} ({len(rec.hosts)} nodes)",
-                url=reverse("vetting:index") + f"?switch={rec.subject}",
-                data={"switch": rec.subject, "hosts": list(rec.hosts), "recommendation": rec.pk, "rule": rec.rule.slug}))
-        else:
+        if rec.subject_kind != "switch":
             by_node.setdefault(rec.subject, []).append(rec)
-    hosts = set(by_node) | {host for host, node in health.items() if host not in behind_switch or node.state != "suspect"}
+    # One item per switch finding, with the nodes behind it listed (and their states) and one action for them all;
+    # the nodes only it names have no item of their own (vetting.node_states.switch_rows decides, as on /vetting/triage/).
+    switches, absorbed = switch_rows(
+        [(rec.subject, rec.hosts, {"rec": rec}) for rec in recommendations if rec.subject_kind == "switch"],
+        {host: node.state for host, node in health.items()}, own_findings=set(by_node))
+    for row in switches:
+        rec = row["rec"]
+        hosts = [host for host, _ in row["nodes"]]
+        findings.append(Finding(
+            key=f"{Kind.BAD_SWITCH}:{rec.subject}", kind=Kind.BAD_SWITCH, severity=rec.severity,
+            title=f"Switch {rec.subject}: {rec.get_action_display()} ({rec.rule.name}), {len(hosts)} node{'s' * (len(hosts) != 1)}",
+            detail=rec.summary, owner=f"switch {rec.subject} ({len(hosts)} nodes)",
+            url=reverse("vetting:index") + f"?switch={rec.subject}",
+            data={"switch": rec.subject, "hosts": hosts, "nodes": [[host, state, STATE_WORDS.get(state, state)] for host, state in row["nodes"]],
+                  "drainable": row["drainable"], "recommendation": rec.pk, "rule": rec.rule.slug}))
+    hosts = set(by_node) | {host for host in health if host not in absorbed}
     for host in sorted(hosts):
         recs, node = by_node.get(host, []), health.get(host)
         state = node.state if node else "healthy"

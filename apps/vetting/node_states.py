@@ -54,3 +54,43 @@ def staff_target(current: str, action: str) -> str:
 
 def allowed_actions(current: str) -> list[str]:
     return [name for name, (where, _) in STAFF_ACTIONS.items() if current in where]
+
+
+def can(action: str, current: str) -> bool:
+    """Whether staff ``action`` applies to a node in state ``current``."""
+    return action in STAFF_ACTIONS and current in STAFF_ACTIONS[action][0]
+
+
+# A node a switch finding names, in one of these states and with no finding of its own, is that switch's:
+# it is listed in the switch's one row, not in a row of its own (one problem, one row, one action).
+SWITCH_ABSORBS = ("healthy", "suspect")
+
+
+def switch_rows(switches, states: dict[str, str], *, own_findings=()) -> tuple[list[dict], set[str]]:
+    """Triage at the switch's level.
+
+    ``switches``: ``[(switch, hosts, extra)]`` — each switch finding with the nodes behind it (``extra``, a dict, is
+    carried into the row); ``states``: host -> health state of the nodes not plainly healthy; ``own_findings``: the
+    hosts a node finding names. Returns one row per switch — ``{"switch", "nodes": [(host, state)], "drainable":
+    [hosts a drain applies to], "others": [(host, state)] the nodes in a state of their own, **extra}`` — and the
+    hosts these rows absorb (those a node table leaves out)."""
+    own = set(own_findings)
+    rows, absorbed = [], set()
+    for switch, hosts, extra in switches:
+        nodes = [(host, states.get(host, "healthy")) for host in sorted(dict.fromkeys(hosts))]
+        mine = {host for host, state in nodes if state in SWITCH_ABSORBS and host not in own}
+        absorbed |= mine
+        rows.append({**extra, "switch": switch, "nodes": nodes,
+                     "drainable": [host for host, state in nodes if can("drain", state)],
+                     "others": [(host, state) for host, state in nodes if host not in mine]})
+    return rows, absorbed
+
+
+def would_words(action: str, hosts: list[str], skipped: list[tuple[str, str]] = ()) -> str:
+    """"would drain 14 nodes" (and what is left out, and why): a dry run of one action over many nodes, in words."""
+    verb = {"drain": "drain", "return": "return"}.get(action, action)
+    text = f"would {verb} {len(hosts)} node{'s' * (len(hosts) != 1)}"
+    if skipped:
+        text += f" ({len(skipped)} left out: " + "; ".join(f"{host} {why}" for host, why in skipped[:5]) + \
+                ("; …" if len(skipped) > 5 else "") + ")"
+    return text

@@ -18,7 +18,7 @@ from apps.core.bulk import insert_rows
 
 from .choices import RecommendationStatusChoices
 from .models import NodeHealth, NodeHealthEvent, Recommendation, Rule, RuleVersion, VettingResult, VettingRun
-from .node_states import RULE_ACTIONS, STATE_WORDS, TransitionError, rule_target, staff_target
+from .node_states import ACTION_WORDS, RULE_ACTIONS, STATE_WORDS, TransitionError, can, rule_target, staff_target, would_words
 from .records import BAD_OUTCOMES, Run
 from .rules import BUILT_IN_RULES, HISTORY_COLUMNS, RuleSpec, check_rule, empty_history, evaluate
 from .scontrol import ActionRefused, SlurmNodeActions
@@ -282,6 +282,91 @@ def node_act(host: str, action: str, *, actor: str, reason: str, backend: SlurmN
             health.state, health.since, health.reason = target, timezone.now(), reason[:500]
         health.save()
     return event
+
+
+class SwitchActed:
+    """What one action over a switch's nodes did: the events (one per node acted on), the nodes left out and why,
+    whether it was a dry run, and the sentence the pages show."""
+
+    def __init__(self, switch: str, action: str, dry_run: bool):
+        self.switch, self.action, self.dry_run = switch, action, dry_run
+        self.events: list[NodeHealthEvent] = []
+        self.skipped: list[tuple[str, str]] = []  # (host, why)
+        self.failed: list[tuple[str, str]] = []  # (host, what Slurm said)
+
+    @property
+    def hosts(self) -> list[str]:
+        return [event.host for event in self.events]
+
+    @property
+    def words(self) -> str:
+        if self.dry_run:
+            return (f"switch {self.switch}: {would_words(self.action, self.hosts, self.skipped)} "
+                    "(dry run: nothing changed in Slurm or here)")
+        done = f"switch {self.switch}: {ACTION_WORDS.get(self.action, self.action)} {len(self.hosts)} node{'s' * (len(self.hosts) != 1)}"
+        if self.failed:
+            done += f"; Slurm refused {len(self.failed)}: " + "; ".join(f"{host}: {why}" for host, why in self.failed[:5])
+        if self.skipped:
+            done += f"; {len(self.skipped)} left out: " + "; ".join(f"{host} {why}" for host, why in self.skipped[:5])
+        return done
+
+    def as_dict(self) -> dict:
+        return {"switch": self.switch, "action": self.action, "dry_run": self.dry_run, "hosts": self.hosts, "count": len(self.hosts),
+                "skipped": [{"host": host, "why": why} for host, why in self.skipped],
+                "failed": [{"host": host, "why": why} for host, why in self.failed],
+                "commands": [event.command for event in self.events if event.command], "message": self.words}
+
+
+def switch_hosts(switch: str) -> list[str]:
+    """The nodes the open (or acknowledged) switch findings about ``switch`` name."""
+    hosts: set[str] = set()
+    for recommendation in Recommendation.objects.filter(subject_kind="switch", subject=switch, status__in=ACTIVE):
+        hosts.update(recommendation.hosts)
+    return sorted(hosts)
+
+
+def switch_act(switch: str, action: str, *, actor: str, reason: str, dry_run: bool, expect: int | None = None,
+               backend: SlurmNodeActions | None = None) -> SwitchActed:
+    """One staff action (drain) over the nodes behind ``switch`` that its open findings name, with one reason.
+
+    ``dry_run`` asks for a dry run whatever ``VETTING_ACTIONS_DRY_RUN`` says: each node's command is recorded as what
+    would run (an event with ``dry_run`` set) and no node's state, counter or recommendation changes. A real run
+    (``dry_run`` false; itself a dry run while ``VETTING_ACTIONS_DRY_RUN`` is on) needs ``expect``, the number of nodes
+    the dry run said it would drain: when the switch's nodes changed since, nothing runs. Nodes whose state the
+    action does not apply to are left out and named."""
+    if action != "drain":
+        raise TransitionError(f"a switch's nodes are drained together; {action!r} is done node by node")
+    if not " ".join(str(reason or "").split()):
+        raise TransitionError("say why: a reason is recorded with every action")
+    hosts = switch_hosts(switch)
+    if not hosts:
+        raise TransitionError(f"no open finding about switch {switch}")
+    states = dict(NodeHealth.objects.filter(host__in=hosts).values_list("host", "state"))
+    drainable = [host for host in hosts if can(action, states.get(host, "healthy"))]
+    if backend is None:
+        backend = node_actions_backend()
+        if dry_run:
+            backend = SlurmNodeActions(backend.run, dry_run=True, timeout=backend.timeout, scontrol=backend.scontrol)
+    elif dry_run and not backend.dry_run:
+        backend = SlurmNodeActions(backend.run, dry_run=True, timeout=backend.timeout, scontrol=backend.scontrol)
+    if not backend.dry_run and expect != len(drainable):
+        raise TransitionError(f"run the dry run first: it would now drain {len(drainable)} nodes"
+                              + (f", not {expect}" if expect is not None else "") + "; check them, then drain")
+    acted = SwitchActed(switch, action, backend.dry_run)
+    acted.skipped = [(host, f"is {STATE_WORDS.get(states.get(host, 'healthy'))}") for host in hosts if host not in drainable]
+    for host in drainable:
+        try:
+            acted.events.append(node_act(host, action, actor=actor, reason=f"switch {switch}: {reason}", backend=backend))
+        except (TransitionError, ActionRefused) as exc:
+            acted.skipped.append((host, str(exc)))
+        except ActionFailed as exc:
+            acted.failed.append((host, str(exc)))
+    if not acted.dry_run and acted.events and not acted.failed:
+        for recommendation in Recommendation.objects.filter(subject_kind="switch", subject=switch, status__in=ACTIVE):
+            recommendation.status = RecommendationStatusChoices.DONE
+            recommendation.resolved_by, recommendation.resolved_at = actor[:150], timezone.now()
+            recommendation.save(update_fields=["status", "resolved_by", "resolved_at", "updated"])
+    return acted
 
 
 def _acknowledge_recommendations(host: str) -> None:

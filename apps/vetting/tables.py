@@ -10,7 +10,15 @@ from django.utils.text import Truncator
 
 from apps.core.tables import FilterSetOrderedTable, time_cell
 
-NUMBER = {"td": {"class": "num"}, "th": {"class": "num"}}
+def gpu_rank_words(gpu, rank, local_rank) -> str:
+    parts = []
+    if gpu is not None:
+        parts.append(f"GPU {gpu}")
+    if rank is not None:
+        parts.append(f"rank {rank}" + (f" (local {local_rank})" if local_rank is not None else ""))
+    elif local_rank is not None:
+        parts.append(f"local rank {local_rank}")
+    return " · ".join(parts)
 
 
 class VettingResultTable(FilterSetOrderedTable):
@@ -22,9 +30,8 @@ class VettingResultTable(FilterSetOrderedTable):
     switch = tables.Column(verbose_name="Switch", default="–")
     evaluation = tables.Column(accessor="eval_name", verbose_name="Evaluation", empty_values=(),
                                attrs={"td": {"title": lambda record: record.eval_type}})
+    gpu_rank = tables.Column(accessor="gpu", verbose_name="GPU / rank", empty_values=(), attrs={"td": {"class": "gpu-rank"}})
     status = tables.Column(verbose_name="Status", empty_values=())
-    rank = tables.Column(verbose_name="Rank", empty_values=(), attrs=NUMBER)
-    gpu = tables.Column(verbose_name="GPU", empty_values=(), attrs=NUMBER)
     detail = tables.Column(accessor="message", verbose_name="Detail", empty_values=(), attrs={"td": {"class": "small"}})
     job = tables.Column(accessor="job_id_number", verbose_name="Job", empty_values=())
     run = tables.Column(accessor="run_id", verbose_name="Run")
@@ -43,13 +50,11 @@ class VettingResultTable(FilterSetOrderedTable):
     def render_status(self, record):
         return format_html('<span class="status status--{}">{}</span>', record.outcome, record.status)
 
-    def render_rank(self, record):
-        if record.rank is not None:
-            return record.rank
-        return f"local {record.local_rank}" if record.local_rank is not None else ""
-
-    def render_gpu(self, value):
-        return "" if value is None else value
+    def render_gpu_rank(self, record):
+        """"GPU 2 · rank 5 (local 1)": which part of the node a result is about, so that the results of one node and
+        evaluation (one per rank or GPU) do not look like duplicates; "node" for a result about the whole node."""
+        words = gpu_rank_words(record.gpu, record.rank, record.local_rank)
+        return words or mark_safe('<span class="muted" title="the node as a whole">node</span>')
 
     def render_detail(self, record):
         bandwidth = f"{floatformat(record.bandwidth_gbs, 2)} GB/s " if record.bandwidth_gbs is not None else ""

@@ -2,11 +2,12 @@
 Views only assemble; queries live in selectors, changes in services."""
 import json
 from datetime import datetime, timedelta
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import UserPassesTestMixin
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
@@ -16,7 +17,7 @@ from .choices import NodeHealthStateChoices, VettingResultKindChoices, VettingRe
 from .figures import failures_heatmap, node_timeline
 from .filtersets import VettingResultFilterSet
 from .models import NodeHealth, Rule, VettingRun
-from .node_states import STATE_WORDS, STATES, TransitionError, allowed_actions
+from .node_states import STATE_WORDS, STATES, TransitionError, allowed_actions, switch_rows
 from .protocol import validate_protocol
 from .records import BAD_OUTCOMES, OUTCOMES
 from .rules import KIND_PARAMS
@@ -24,8 +25,8 @@ from .scontrol import ActionRefused
 from .selectors import (failure_rates, failures_by_node_and_day, history_page, job_visibility, job_visible,
                         node_timeline as timeline_rows,
                         open_recommendations, repeat_offenders, restrict_private_filters, results_for_user, triage_nodes)
-from .services import ActionFailed, RuleInvalid, node_act, rule_save, rules_ensure_built_in
-from .tables import VettingResultTable
+from .services import ActionFailed, RuleInvalid, node_act, rule_save, rules_ensure_built_in, switch_act
+from .tables import VettingResultTable, gpu_rank_words
 
 PAGE_SIZE = 100
 DEFAULT_DAYS = 14
@@ -95,6 +96,7 @@ class NodeTimelineView(TemplateView):
         viewer = job_visibility(self.request.user)
         for row in recent:
             row.job_shown = job_visible(viewer, row.user_name, row.account)
+            row.gpu_rank = gpu_rank_words(row.gpu, row.rank, row.local_rank)
         context.update(
             host=host, health=health, events=list(reversed(events)), recent=recent, results_count=len(results),
             failures=sum(1 for r in results if r.outcome in BAD_OUTCOMES),
@@ -150,21 +152,37 @@ class TriageView(StaffRequired, TemplateView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         nodes = triage_nodes()
-        for node in nodes:
+        recommendations = list(open_recommendations())
+        # A switch finding is one row with its nodes and one action; the nodes only it names are not rows of their own.
+        switches, absorbed = switch_rows(
+            [(rec.subject, rec.hosts, {"recommendation": rec}) for rec in recommendations if rec.subject_kind == "switch"],
+            {node.host: node.state for node in nodes},
+            own_findings={host for rec in recommendations if rec.subject_kind != "switch" for host in rec.hosts})
+        preview = self.request.GET.get("preview", "")
+        for row in switches:
+            row["previewed"] = row["switch"] == preview  # the dry run was answered (the page without JavaScript)
+            row["shown"] = [(host, state, STATE_WORDS.get(state, state)) for host, state in row["nodes"]]
+        listed = [node for node in nodes if node.host not in absorbed]
+        for node in listed:
             node.actions = allowed_actions(node.state)
         since = timezone.now() - timedelta(days=2)
+        recent = list(results_for_user(self.request.user).filter(time__gte=since, outcome__in=BAD_OUTCOMES).order_by("-time", "-id")[:30])
+        for row in recent:
+            row.gpu_rank = gpu_rank_words(row.gpu, row.rank, row.local_rank)
         context.update(
-            nodes=nodes, offenders=repeat_offenders(), recommendations=list(open_recommendations()),
-            recent=list(results_for_user(self.request.user).filter(time__gte=since, outcome__in=BAD_OUTCOMES).order_by("-time", "-id")[:30]),
+            nodes=listed, switches=switches, offenders=repeat_offenders(), recommendations=recommendations,
+            recent=recent,
             counts=[(STATE_WORDS[state], sum(1 for n in nodes if n.state == state)) for state in STATES if state != NodeHealthStateChoices.HEALTHY],
             dry_run=settings.VETTING_ACTIONS_DRY_RUN,
         )
         return context
 
     def post(self, request, *args, **kwargs):
+        if request.content_type == "application/json" or request.POST.get("switch"):
+            return self.post_switch(request)
         host, action, reason = request.POST.get("host", ""), request.POST.get("action", ""), request.POST.get("reason", "")
         back = request.POST.get("next") or reverse("vetting:triage")
-        if not back.startswith("/"):
+        if not back.startswith("/") or back.startswith("//"):
             back = reverse("vetting:triage")
         try:
             event = node_act(host, action, actor=request.user.get_username(), reason=reason)
@@ -177,6 +195,44 @@ class TriageView(StaffRequired, TemplateView):
                 what = f" — ran: {event.command}" if event.executed else (f" — not run: {event.command}" if event.command else "")
                 messages.success(request, f"{host}: {STATE_WORDS[event.from_state]} → {STATE_WORDS[event.to_state]} ({action}){what}")
         return HttpResponseRedirect(back)
+
+
+    def post_switch(self, request):
+        """One action over a switch's nodes: form fields or a JSON body ``{"switch", "action", "reason", "dry_run",
+        "expect"}``; JSON asked, JSON answered (``SwitchActed.as_dict``; a refusal is a 400 naming the field)."""
+        wants_json = request.content_type == "application/json" or request.headers.get("Accept", "").startswith("application/json")
+        if request.content_type == "application/json":
+            try:
+                data = json.loads(request.body or b"{}")
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                return JsonResponse({"errors": [{"field": "body", "message": f"not JSON: {exc}"}]}, status=400)
+            if not isinstance(data, dict):
+                return JsonResponse({"errors": [{"field": "body", "message": "a JSON object"}]}, status=400)
+        else:
+            data = {**request.POST.dict(), "dry_run": request.POST.get("dry_run") == "1"}
+        switch, action, reason = str(data.get("switch") or ""), str(data.get("action") or "drain"), str(data.get("reason") or "")
+        expect = data.get("expect")
+        try:
+            expect = None if expect in (None, "") else int(expect)
+        except (TypeError, ValueError):
+            return JsonResponse({"errors": [{"field": "expect", "message": "a whole number"}]}, status=400) if wants_json \
+                else self._back_with(messages.error, f"switch {switch}: expect is not a whole number", switch)
+        try:
+            acted = switch_act(switch, action, actor=request.user.get_username(), reason=reason,
+                               dry_run=data.get("dry_run") is not False, expect=expect)
+        except (TransitionError, ActionRefused, ActionFailed) as exc:
+            field = "reason" if "reason" in str(exc) else ("expect" if "dry run first" in str(exc) else "switch")
+            if wants_json:
+                return JsonResponse({"errors": [{"field": field, "message": str(exc)}]}, status=400)
+            return self._back_with(messages.error, f"switch {switch}: {exc}", switch)
+        if wants_json:
+            return JsonResponse(acted.as_dict())
+        return self._back_with(messages.info if acted.dry_run else messages.success, acted.words, switch if acted.dry_run else "")
+
+    def _back_with(self, say, text: str, preview: str):
+        say(self.request, text)
+        query = f"?{urlencode({'preview': preview})}" if preview else ""
+        return HttpResponseRedirect(reverse("vetting:triage") + query + (f"#switch-{preview}" if preview else ""))
 
 
 class RulesView(TemplateView):

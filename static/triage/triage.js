@@ -139,11 +139,16 @@
     const li = button.closest("[data-item]");
     const message = li.querySelector("[data-role=message]");
     button.disabled = true;
-    message.textContent = `asking for a dry-run drain of ${button.dataset.host}…`;
+    const sw = button.dataset.switch;
+    message.textContent = `asking for a dry-run drain of ${sw ? `the nodes behind switch ${sw}` : button.dataset.host}…`;
     try {
-      const answer = await send(button.dataset.url, "POST", { action: "drain", reason: button.dataset.reason || "triage" },
-                                li.querySelector("form"));
-      if (answer.ok) {
+      // a switch: one dry run over its nodes (vetting triage's switch action); a node: the node-action API
+      const data = sw ? { switch: sw, action: "drain", reason: button.dataset.reason || "triage", dry_run: true }
+                      : { action: "drain", reason: button.dataset.reason || "triage" };
+      const answer = await send(button.dataset.url, "POST", data, li.querySelector("form"));
+      if (answer.ok && sw) {
+        message.textContent = answer.body.message;  // "switch 5.0: would drain 14 nodes (dry run: nothing changed …)"
+      } else if (answer.ok) {
         const e = answer.body.event || {};
         message.textContent = e.dry_run ? `would drain (dry run, nothing changed): ${e.command}` : `${e.action}: ${e.command || ""}`;
       } else {
