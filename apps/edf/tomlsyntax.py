@@ -34,7 +34,8 @@ _KEY_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
 _STATEMENT_LIKE = re.compile(rf"[ \t]*{_KEY_PART}(?:[ \t]*\.[ \t]*{_KEY_PART})*[ \t]*=(?!=)")
 _HEADER_LIKE = re.compile(r"[ \t]*\[\[?[ \t]*([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*\]?\]?[ \t]*(?:#.*)?\r?$")
 _NOT_A_TABLE_NAME = {"true", "false", "inf", "nan"}
-_MAX_ROUNDS = 25
+_MAX_ROUNDS = 25  # errors told and read past, after those the pre-scan finds; a few on very large texts
+_LARGE = 100_000
 _AT = re.compile(r"\s*\(at line (\d+), column (\d+)\)$|\s*\(at end of document\)$")
 
 
@@ -77,9 +78,10 @@ class Scan:
     blank: set[int] = field(default_factory=set)  # lines to blank to read past an issue
 
     def statement_at(self, line: int) -> Statement | None:
-        for statement in self.statements:
-            if statement.line <= line <= statement.end_line:
-                return statement
+        """The statement on ``line`` (statements are in text order and do not overlap)."""
+        index = bisect.bisect_right([statement.line for statement in self.statements], line) - 1
+        if index >= 0 and self.statements[index].line <= line <= self.statements[index].end_line:
+            return self.statements[index]
         return None
 
     def first(self, path: tuple, before: int | None = None) -> Definition | None:
@@ -461,12 +463,12 @@ def diagnose(text: str) -> Diagnosis:
     dropped = set(first.blank)
     repaired = {(text.count("\n", 0, offset) + 1) for offset, _, _ in first.inserts}
     seen: set = set()
-    for _ in range(_MAX_ROUNDS):
+    for _ in range(_MAX_ROUNDS if len(text) <= _LARGE else 3):
         try:
             return Diagnosis(issues, tomllib.loads(work), work, dropped, repaired)
         except tomllib.TOMLDecodeError as exc:
-            current = scan(work)
-            issue, blank = explain(work, current, str(exc))
+            # The first scan describes the repaired text too: repairs keep every statement on its lines.
+            issue, blank = explain(work, first, str(exc))
             key = (issue.rule, issue.line)
             if key not in seen and not (issue.rule == TOML_SYNTAX and issue.line in lexical_lines):
                 issues.append(issue)

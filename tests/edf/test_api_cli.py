@@ -109,3 +109,30 @@ def test_the_edf_list_filters_by_owner_and_refuses_a_bad_owner(alice, api_client
     assert api_client.get("/api/v1/edf/documents/?owner=nobody").json()["results"] == []
     refused = api_client.get("/api/v1/edf/documents/?owner=" + "x" * 151)
     assert refused.status_code == 400 and [error["field"] for error in refused.json()["errors"]] == ["owner"]
+
+
+BROKEN = 'image = "nvcr.io#nvidia/pytorch:24.10-py3\nworkdir = "relative/dir"\n[env]\nA = "1"\n[env]\n'
+
+
+def test_validate_api_reports_syntax_errors_and_what_it_found_past_them(alice):
+    body = alice.post("/api/v1/edf/validate/", {"text": BROKEN}, format="json").json()
+    assert body["valid"] is False and body["resolved"] is None
+    found = [(f["rule"], f["line"], f["column"], f["recovered"]) for f in body["findings"]]
+    assert ("toml-syntax", 1, 9, False) in found and ("toml-table-twice", 5, 1, False) in found
+    assert ("workdir-path", 2, 11, True) in found
+    unterminated = next(f for f in body["findings"] if f["rule"] == "toml-syntax")
+    assert unterminated["message"] == ('string opened at line 1 col 9 is not closed before the end of the line: '
+                                       'add the closing quote (")')
+
+
+def test_cli_marks_findings_from_the_text_read_past_a_syntax_error(tmp_path):
+    broken = tmp_path / "broken.toml"
+    broken.write_text(BROKEN)
+    out = io.StringIO()
+    with pytest.raises(SystemExit):
+        call_command("validate_edf", str(broken), stdout=out)
+    lines = out.getvalue().splitlines()
+    assert f"{broken}:1:9: error: string opened at line 1 col 9 is not closed before the end of the line: " \
+           f"add the closing quote (\") [toml-syntax]" in lines
+    assert any(line.startswith(f"{broken}:2:11: error: ") and line.endswith(
+        "(found on the text read past the syntax error) [workdir-path]") for line in lines), lines

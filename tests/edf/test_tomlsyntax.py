@@ -207,3 +207,16 @@ def test_the_pre_scan_alone_reports_nothing_on_valid_toml():
     for text in ('a = "x # y"\nb = \'\'\'\nc = "\n\'\'\'\n[t]\n"k.k" = [\n  1, # c\n  2,\n]\n[[u]]\n[[u]]\nv = {w = [1,\n2]}\n',):
         tomllib.loads(text)
         assert tomlsyntax.scan(text).issues == []
+
+
+def test_a_megabyte_of_errors_is_answered_quickly():
+    """Reading past errors re-parses the text once per error: on a large text only a few times, so the validate
+    API stays fast on hostile input (25 rounds over 1 MB took 44 s before the cap)."""
+    import time
+
+    from apps.edf.vocabulary import MAX_EDF_CHARS
+    text = "".join(f"k{i} = not toml\n" for i in range(100_000))[:MAX_EDF_CHARS]
+    started = time.perf_counter()
+    result = validate(text)
+    assert time.perf_counter() - started < 10
+    assert 1 <= len([f for f in result.findings if f.rule in SYNTAX]) <= 3
