@@ -195,13 +195,13 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
         step = max(step_declared, choose_step((end - start).total_seconds(), MAX_BUCKETS))  # a step the store's rollups serve
         return step, store.aggregate(Query(start=start, end=end, fields=tuple(fields), hosts=hosts), step, ("mean", "min", "max"))
 
-    moved = ""
+    moved = f"Job {job_key.cluster}/{job_key.job_id}: " if job_key else ""
     try:
         step, frame = read(start, end)
         newest = product.newest_sample
         if frame.empty and newest is not None and newest < start and not job_key:
             # Nothing in the window: show the same span up to the newest sample the checks saw, and say so.
-            moved = f"No samples since {newest:%Y-%m-%d %H:%M} UTC: this is the window up to the newest sample. "
+            moved += f"No samples since {newest:%Y-%m-%d %H:%M} UTC: this is the window up to the newest sample. "
             end = newest + timedelta(seconds=step_declared)
             start = end - timedelta(seconds=int(window))
             step, frame = read(start, end)
@@ -225,6 +225,8 @@ def dash_app() -> dash.Dash:
     app = dash.Dash("belvedere-explorer", server=server, requests_pathname_prefix=PREFIX, routes_pathname_prefix=PREFIX,
                     serve_locally=True, title="Belvedere explorer", update_title=None, use_async=False,
                     external_stylesheets=["/static/css/belvedere.css"], suppress_callback_exceptions=True)
+    from .figures import empty_figure
+
     control = {"minWidth": "12rem", "flex": "1"}
     app.layout = html.Div(className="explorer", children=[
         dcc.Location(id="url"),
@@ -244,7 +246,9 @@ def dash_app() -> dash.Dash:
                        style={**control, "flex": "2"}),
             html.Label(["Or one of your jobs", dcc.Dropdown(id="job")], style={**control, "flex": "2"}),
         ]),
-        dcc.Loading(dcc.Graph(id="plot", config={"displaylogo": False, "toImageButtonOptions": {"filename": "belvedere-explorer"}})),
+        # The first figure is a message, never Plotly's empty grid from -1 to 6 while the first plot is drawn.
+        dcc.Loading(dcc.Graph(id="plot", figure=empty_figure("Drawing the first plot…"),
+                              config={"displaylogo": False, "toImageButtonOptions": {"filename": "belvedere-explorer"}})),
         html.P(id="note", className="small muted"),
     ])
 
