@@ -20,12 +20,16 @@ import os
 import shutil
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 MAX_AGE_SECONDS = float(os.environ.get("BELVEDERE_TEST_DEMO_MAX_AGE", "900"))
 # Settings the demo's build reads; a copy is reused only under the same values.
 _KEY_PREFIXES = ("DEMO_", "TELEMETRY_", "SATURATION_", "VETTING_", "CATALOG_", "SYSTEM_", "WASTE_", "TRIAGE_",
                  "NOTIFY_", "NAMESPACES_", "JOBS_", "TOPOLOGY_", "TIME_ZONE")
+
+# Settings of those prefixes the build never reads (tests set them before loading the demo).
+_KEY_IGNORED = {"VETTING_ACTIONS_DRY_RUN"}
 
 _snapshots: dict[str, tuple[float, Path]] = {}
 stats = {"built": 0, "restored": 0}
@@ -51,7 +55,7 @@ def _key() -> str:
     values = []
     # dir() of overridden settings lists what a test changed, of plain ones not always all: name it too.
     for name in sorted({*dir(settings), "TELEMETRY_BACKENDS"}):
-        if name.isupper() and name.startswith(_KEY_PREFIXES):
+        if name.isupper() and name.startswith(_KEY_PREFIXES) and name not in _KEY_IGNORED:
             value = getattr(settings, name, None)
             if name == "TELEMETRY_BACKENDS":  # where the store lies differs per test; what it is does not
                 value = {alias: config.get("BACKEND") for alias, config in value.items()}
@@ -124,3 +128,31 @@ def load_demo(stdout=None) -> str:
     _copy_folders(_folders(), {name: root / name for name in _folders()})
     _snapshots[key] = (time.monotonic(), root)
     return "built"
+
+
+@contextmanager
+def demo_for_module():
+    """The demo for a module-scoped fixture (call it with the database unblocked): loaded on entry, and on exit the
+    database as it was before (migrations' own rows included, which a flush would remove). On SQLite the
+    database is copied aside and back; elsewhere the demo is built inside a transaction that is rolled back."""
+    from django.core.management import call_command
+    from django.db import connection, transaction
+
+    if not _restorable():
+        with transaction.atomic():
+            call_command("demo", stdout=io.StringIO())
+            stats["built"] += 1
+            yield
+            transaction.set_rollback(True)
+        return
+    connection.ensure_connection()
+    before = sqlite3.connect(":memory:")
+    try:
+        connection.connection.backup(before)
+        load_demo()
+        yield
+        connection.ensure_connection()
+        before.backup(connection.connection)
+        _after_restore()
+    finally:
+        before.close()

@@ -227,16 +227,12 @@ DATA = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def demo(django_db_setup, django_db_blocker):
-    """The demo system, loaded once for this module (restored from the run's copy where it can be) and
-    flushed at its end, as a transactional test leaves the database."""
-    from django.core.management import call_command
+    """The demo system for this module (restored from the run's copy where it can be); the database is given back
+    as it was at the module's end."""
+    from tests.demo_snapshot import demo_for_module
 
-    from tests.demo_snapshot import load_demo
-
-    with django_db_blocker.unblock():
-        load_demo()
+    with django_db_blocker.unblock(), demo_for_module():
         yield
-        call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture

@@ -31,8 +31,8 @@ pytestmark = [pytest.mark.django_db]
 
 # Examples per operation, identity and generation mode; Hypothesis stops early for operations whose
 # inputs have fewer distinct values, which is why the total is counted and asserted below.
-EXAMPLES = 25
-MIN_REQUESTS = 5000
+EXAMPLES = 15
+MIN_REQUESTS = 3000
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
