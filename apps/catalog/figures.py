@@ -82,11 +82,14 @@ SILENT_COLOUR = "#c62828"
 
 def spread(per_group: pd.DataFrame, stat: str) -> pd.DataFrame:
     """Per bucket, across groups: min, the 10/50/90 % quantiles, max, and how many groups sent nothing (``silent``).
-    A group that sent samples somewhere in the window and none in a bucket counts as 0 there, so a member that
-    fell silent pulls the minimum to zero instead of vanishing from the band."""
-    grid = per_group.pivot_table(index="bucket", columns="group", values=stat, aggfunc="mean")
-    silent = grid.isna().sum(axis=1)
-    grid = grid.fillna(0.0)
+    A group that sent nothing in a bucket after its first sample of the window counts as 0 there, so a member
+    that fell silent pulls the minimum to zero instead of vanishing from the band; before its first sample it
+    does not count (a node that began reporting, or a window that starts before its data, is not silent)."""
+    grid = per_group.pivot_table(index="bucket", columns="group", values=stat, aggfunc="mean").sort_index()
+    present = grid.notna()
+    stopped = ~present & present.cummax()
+    silent = stopped.sum(axis=1)
+    grid = grid.mask(stopped, 0.0)
     out = grid.quantile([0.1, 0.5, 0.9], axis=1).T
     out["min"], out["max"], out["silent"] = grid.min(axis=1), grid.max(axis=1), silent
     return out

@@ -83,7 +83,7 @@ document.addEventListener("DOMContentLoaded", () => {
       assignee.textContent = incident.assignee || "nobody";
       assignee.classList.toggle("muted", !incident.assignee);
       const ack = row.querySelector("[data-action=acknowledged]");
-      if (ack) ack.hidden = incident.state !== "open";
+      if (ack && incident.state !== "open") ack.remove();  // (.button sets display, so the hidden attribute would not hide it)
       if (incident.state === "resolved") {
         row.querySelectorAll("[data-action]").forEach((control) => control.remove());
       }

@@ -20,12 +20,13 @@ def test_buckets_are_the_span_over_the_step_and_rows_are_counted_apart():
     assert window_note(T0, T0 + timedelta(minutes=1), 60, 1) == "1 bucket of 60 s from 2026-11-26 19:30 to 19:31 UTC (1 row read)."
 
 
-def fleet(hosts: int, silent: int, buckets: int = 10, silent_from: int = 6) -> pd.DataFrame:
-    """``hosts`` nodes at 300 W per bucket; the last ``silent`` of them send nothing from bucket ``silent_from`` on."""
+def fleet(hosts: int, silent: int, buckets: int = 10, silent_from: int = 6, late: int = 0) -> pd.DataFrame:
+    """``hosts`` nodes at 300 W per bucket; the last ``silent`` of them send nothing from bucket ``silent_from`` on;
+    the first ``late`` of them begin only at bucket 3."""
     rows = []
     for b in range(buckets):
         for h in range(hosts):
-            if h >= hosts - silent and b >= silent_from:
+            if h >= hosts - silent and b >= silent_from or h < late and b < 3:
                 continue
             rows.append({"bucket": T0 + timedelta(minutes=b), "host": f"nid{h:06d}", "gpu": 0, "field": 155, "mean": 300.0 + h % 5,
                          "min": 290.0, "max": 310.0})
@@ -49,6 +50,9 @@ def test_a_band_shows_min_and_max_and_silent_members_pull_the_minimum_to_zero():
     assert "min-max across 64 hosts, a silent one counted as 0 (16 hosts silent at the end" in sentence
     quiet, said = series_figure(fleet(64, 0), group_by="host", stat="mean", labels={155: "power (W)"})
     assert min(quiet.data[-1].y) == 300.0 and "none silent" in said
+    # Nodes that only begin to report are not silent before their first sample: no zeros, no count.
+    late = spread(fleet(64, 16, late=30).rename(columns={"host": "group"})[["group", "bucket", "mean"]], "mean")
+    assert list(late["silent"]) == [0] * 6 + [16] * 4 and list(late["min"])[:6] == [300.0] * 6
 
 
 def test_an_empty_figure_has_a_message_and_no_axes():
