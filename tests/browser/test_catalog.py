@@ -77,7 +77,8 @@ def test_search_a_product_its_missing_members_and_the_explorer(live_server, page
 def test_a_researcher_explores_only_their_own_jobs(live_server, page, screenshot):
     load_demo()
     # Not staff: a node list is not enough (the explorer opens on their latest job unless nodes are named).
-    log_in(page, live_server.url, "demo", "belvedere-demo", "/catalog/explorer/?product=dcgm-profiling&hosts=nid000001")
+    log_in(page, live_server.url, "demo", "belvedere-demo", "/catalog/")
+    page.goto(f"{live_server.url}/catalog/explorer/?product=dcgm-profiling&hosts=nid000001")
     frame = page.frame_locator("#explorer-frame")
     expect(frame.locator("#note")).to_contain_text("Choose one of your jobs", timeout=60_000)
     frame.locator("#hosts").fill("nid000002")
