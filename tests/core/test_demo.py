@@ -8,6 +8,7 @@ from django.core.management import CommandError, call_command
 
 from apps.accounts.models import Membership, Project
 from apps.core.models import DemoState
+from tests.demo_snapshot import load_demo
 
 
 def run_demo(*args) -> str:
@@ -51,9 +52,10 @@ def test_demo_is_built_once_reproducible_for_a_seed_and_reset_keeps_what_is_not_
     assert get_user_model().objects.filter(username="real-person").exists()
 
 
-@pytest.mark.django_db
-def test_printed_logins_work_and_have_the_promised_roles(client):
+def test_printed_logins_work_and_have_the_promised_roles(transactional_db, client):
+    load_demo()  # the run's demo (tests/demo_snapshot.py); the command prints the logins of a loaded demo too
     output = run_demo()
+    assert "already loaded" in output
     logins = re.findall(r"^\s+(\w+)\s+user '([^']+)'\s+password '([^']+)'$", output, re.MULTILINE)
     assert {role for role, _, _ in logins} == {"researcher", "staff"}
     for role, username, password in logins:
