@@ -81,6 +81,8 @@ def engine_sensitive(item) -> bool:
         return False
     if item.nodeid.split("::", 1)[0] in OWN_INSTALLATION_MODULES:
         return False
+    if item.get_closest_marker("engine_independent"):
+        return False
     if item.get_closest_marker("integration") or item.get_closest_marker("engine"):
         return True
     if item.nodeid.split("::", 1)[0] in ENGINE_SENSITIVE_MODULES:

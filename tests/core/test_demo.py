@@ -52,6 +52,7 @@ def test_demo_is_built_once_reproducible_for_a_seed_and_reset_keeps_what_is_not_
     assert get_user_model().objects.filter(username="real-person").exists()
 
 
+@pytest.mark.engine_independent  # logins and roles; the build's engine behaviour is the test above
 def test_printed_logins_work_and_have_the_promised_roles(transactional_db, client):
     load_demo()  # the run's demo (tests/demo_snapshot.py); the command prints the logins of a loaded demo too
     output = run_demo()
