@@ -16,9 +16,9 @@ USERS = {"researcher": ("demo", "belvedere-demo"), "staff": ("staff", "belvedere
 
 # What reaches past the right edge: the outermost such elements, each described so a failure says which.
 # An element inside a box that scrolls or clips (overflow other than visible) is that box's business: the
-# box itself is checked. The document's own scroll width is checked apart.
-OVERFLOW = """() => {
-  const width = window.innerWidth;
+# box itself is checked. The document's own scroll width is checked apart. Edges are measured against the
+# phone's width itself: on a mobile viewport a page that is too wide zooms out, and innerWidth grows with it.
+OVERFLOW = """(width) => {
   const describe = (el) => {
     const id = el.id ? '#' + el.id : '';
     const classes = typeof el.className === 'string' && el.className.trim()
@@ -50,7 +50,7 @@ OVERFLOW = """() => {
   }
   const outermost = offenders.filter((el) => !offenders.includes(el.parentElement));
   return {
-    inner: width,
+    inner: window.innerWidth,
     scroll: document.scrollingElement.scrollWidth,
     offenders: outermost.slice(0, 6).map(describe),
   };
@@ -65,7 +65,12 @@ def wait_until_drawn(page, key: str) -> None:
     elif key == "system":
         page.wait_for_function("() => document.documentElement.dataset.systemPageReady === 'true'", timeout=60_000)
     elif key == "job":
-        page.wait_for_selector("#saturation-heatmap[data-rendered=true]", timeout=60_000)
+        # Panels load as they come into view: scroll through the page so every one is drawn.
+        page.locator("h1").first.wait_for(state="visible", timeout=30_000)
+        for _ in range(3):
+            page.evaluate("() => window.scrollTo(0, document.scrollingElement.scrollHeight)")
+            page.wait_for_load_state("networkidle")
+        page.evaluate("() => window.scrollTo(0, 0)")
     elif key.startswith("edf-"):
         page.wait_for_selector(".cm-editor, .edf-text-fallback textarea", timeout=30_000)
     else:
@@ -74,10 +79,14 @@ def wait_until_drawn(page, key: str) -> None:
 
 
 def overflow_on(page) -> list[str]:
-    found = page.evaluate(OVERFLOW)
+    width = page.viewport_size["width"]
+    found = page.evaluate(OVERFLOW, width)
     problems = list(found["offenders"])
-    if found["scroll"] > found["inner"]:
-        problems.insert(0, f"the page is {found['scroll']} px wide on a {found['inner']} px screen")
+    if found["scroll"] > width or found["scroll"] > found["inner"]:
+        problems.insert(0, f"the page is {found['scroll']} px wide on a {width} px screen"
+                           f" (innerWidth {found['inner']})")
+    elif found["inner"] > width:
+        problems.insert(0, f"the page zoomed out: innerWidth {found['inner']} px on a {width} px screen")
     return problems
 
 
@@ -122,5 +131,25 @@ def test_no_page_is_wider_than_a_phone(live_server, browser, screenshot, celery_
             failures["home with the menu open"] = problems
         screenshot(page, f"narrow-{user}-menu")
         assert not failures, "\n".join(f"{where}:\n  " + "\n  ".join(items) for where, items in failures.items())
+    finally:
+        context.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_check_names_what_sticks_out_and_spares_what_scrolls_in_its_box(live_server, browser, make_user):
+    make_user("alice", password="pw-for-tests-1")
+    context = browser.new_context(viewport=PHONE, is_mobile=True)
+    page = context.new_page()
+    try:
+        log_in(page, live_server.url, "alice", "pw-for-tests-1")
+        page.wait_for_url(f"{live_server.url}/")
+        assert overflow_on(page) == []
+        page.evaluate("""() => { const wide = document.createElement('div'); wide.id = 'too-wide';
+            wide.style.width = '600px'; wide.textContent = 'wide'; document.querySelector('main').append(wide); }""")
+        problems = overflow_on(page)
+        assert problems[0].startswith("the page is") and any("div#too-wide" in item for item in problems), problems
+        page.evaluate("""() => { const box = document.createElement('div'); box.className = 'table-scroll';
+            box.append(document.getElementById('too-wide')); document.querySelector('main').append(box); }""")
+        assert overflow_on(page) == []
     finally:
         context.close()
