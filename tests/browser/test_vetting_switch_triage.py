@@ -95,6 +95,8 @@ def test_the_suspect_switch_is_one_row_and_its_dry_run_changes_nothing(live_serv
 
 
 def test_filter_bar_gpu_rank_and_timeline_labels(live_server, page, screenshot, transactional_db, settings):
+    from datetime import timedelta
+
     from django.db.models import Count
 
     from apps.vetting.models import NodeHealthEvent
@@ -132,12 +134,19 @@ def test_filter_bar_gpu_rank_and_timeline_labels(live_server, page, screenshot, 
     host = (NodeHealthEvent.objects.filter(dry_run=False).values("host").order_by().annotate(n=Count("id"))
             .order_by("-n").values_list("host", flat=True).first())
     assert NodeHealthEvent.objects.filter(host=host, dry_run=False).count() >= 2
+    # and two earlier changes, days apart: close enough on a 90-day axis that their labels would run into the others'
+    latest = NodeHealthEvent.objects.filter(host=host).order_by("-created").first().created
+    for days, state in ((2, "drain_recommended"), (4, "suspect")):
+        event = NodeHealthEvent.objects.create(host=host, from_state="healthy", to_state=state, action="rule", actor="rule:test",
+                                               reason="an earlier change")
+        NodeHealthEvent.objects.filter(pk=event.pk).update(created=latest - timedelta(days=days))
     page.goto(f"{live_server.url}/vetting/nodes/{host}/")
     page.wait_for_selector("#node-timeline[data-rendered=true]", timeout=60_000)
     labels = page.locator("#node-timeline g.annotation").evaluate_all(
         "gs => gs.map(g => { const r = g.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom, text: g.textContent}; })")
     texts = " ".join(label["text"] for label in labels)
-    assert len(labels) >= 1 and "in repair" in texts and "drained" in texts, labels
+    assert len(labels) == 3 and "in repair" in texts and "drained" in texts, labels
+    assert len({round(label["top"]) for label in labels}) == 3  # stacked: each on a lane of its own
     assert _overlaps(labels) == []
     plot = page.locator("#node-timeline .plot-container").bounding_box()
     assert all(label["top"] >= plot["y"] - 1 for label in labels)  # inside the figure, not cut off at its top
