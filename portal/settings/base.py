@@ -293,7 +293,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": (
         "Job-scoped observability and self-service for the ML platform. Authenticate with a "
         "session or with `Authorization: Token <key>`. Every 4xx answer has the form "
-        '`{"detail": "...", "errors": [{"field": ..., "line": ..., "message": ...}]}`.'
+        '`{"detail": "...", "errors": [{"field": ..., "line": ..., "message": ...}]}`. '
+        "Back to the portal: [Belvedere](/)."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -317,6 +318,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "apps.core.api.schema.add_error_responses",
+        "apps.core.api.schema.add_summaries",
     ],
 }
 

@@ -149,6 +149,16 @@ def _triage_item(w):
     return item
 
 
+def _catalog_incident(w=None):
+    """An open incident of a catalogue product (made on first use)."""
+    from apps.catalog.models import DataProduct, Incident
+
+    incident, _ = Incident.objects.get_or_create(
+        product=DataProduct.objects.get(name="saturation-scores"), kind="freshness", closed=None,
+        defaults={"opened": timezone.now(), "message": "no score for a day"})
+    return incident
+
+
 # Products whose members are jobs or come from them: their checks name members.
 CATALOG_ALSO = ("slurm-jobs", "rank-layouts", "vetting-results")
 
@@ -180,6 +190,7 @@ KWARGS = {
         ("api/v1/^projects/", lambda w: Fill(w["project"].pk, w["project"].pk + 1000, "project")),
         ("staff/triage/", lambda w: Fill(_triage_item(w).pk, _triage_item(w).pk + 1000, "triage")),
         ("api/v1/staff/triage/", lambda w: Fill(_triage_item(w).pk, _triage_item(w).pk + 1000, "triage")),
+        ("api/v1/catalog/incidents/", lambda w: Fill(_catalog_incident(w).pk, _catalog_incident(w).pk + 1000, "machine")),
     ]),
     "host": lambda w, p: Fill("nid001234", "nid999999", "machine"),
     "hostname": lambda w, p: Fill("nid001234", "nid999999", "machine"),

@@ -117,6 +117,7 @@ KWARGS = {
         ("api/v1/vetting/recommendations/", lambda w: w["recommendation"].pk),
         ("api/v1/^projects/", lambda w: w["project"].pk),
         ("staff/triage/", lambda w: w["triage"].pk), ("api/v1/staff/triage/", lambda w: w["triage"].pk),
+        ("api/v1/catalog/incidents/", lambda w: _catalog_incident(w).pk),
     ]),
     "host": lambda w, p: SMALL_NODES[0],
     "hostname": lambda w, p: SMALL_NODES[0],
@@ -207,6 +208,16 @@ def _triage_item(job, kind: str):
     now = timezone.now()
     return TriageItem.objects.create(key=f"{kind}:{job.cluster.name}/{job.job_id}", kind=kind, title=f"{kind} in {job.job_id}",
                                      owner=job.user_name, job=job, first_seen=now, last_seen=now, gpu_hours_lost=1.0)
+
+
+def _catalog_incident(w=None):
+    """An open incident of a catalogue product (made on first use)."""
+    from apps.catalog.models import DataProduct, Incident
+
+    incident, _ = Incident.objects.get_or_create(
+        product=DataProduct.objects.get(name="saturation-scores"), kind="freshness", closed=None,
+        defaults={"opened": timezone.now(), "message": "no score for a day"})
+    return incident
 
 
 def _more(world: dict, index: int) -> None:

@@ -136,7 +136,8 @@ class CatalogIncidentListParams(serializers.Serializer):
                                     error_messages={"invalid_choice": "state is one of " + ", ".join(INCIDENT_STATES)},
                                     help_text="active (open or acknowledged; the default), open (not acknowledged yet), acknowledged, "
                                               "resolved, all")
-    product = serializers.SlugField(required=False, default="", allow_blank=True, max_length=63)
+    # No default: an empty default would contradict the slug pattern in the schema.
+    product = serializers.SlugField(required=False, allow_blank=True, max_length=63, help_text="a product's name")
     assignee = serializers.CharField(required=False, default="", allow_blank=True, max_length=150,
                                      help_text='a username, or "none" for the unassigned')
     limit = QueryIntegerField(min_value=1, max_value=1000, required=False, default=200)
@@ -156,7 +157,7 @@ class IncidentListView(APIView):
                    responses={200: CatalogIncidentItem(many=True)})
     def get(self, request):
         params = parse_query(request, CatalogIncidentListParams)
-        found = incident_list(request.user, state=params["state"], product=params["product"], assignee=params["assignee"])
+        found = incident_list(request.user, state=params["state"], product=params.get("product", ""), assignee=params["assignee"])
         return Response([incident_body(incident) for incident in found[:params["limit"]]])
 
 
