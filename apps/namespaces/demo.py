@@ -31,6 +31,14 @@ def reset() -> None:
     for namespace in ManagedNamespace.objects.filter(**demo).select_related("project"):
         if (repo.path / ".git").exists():
             repo.remove(repo.directory(namespace.project.slurm_account, namespace.name), f"{namespace.name}: remove (demo reset)")
+    # Directories no namespace row claims (the database was emptied, the data folder kept): the demo's next commit
+    # of the same files would be "nothing to commit" and its namespaces would never show a commit.
+    if (repo.path / ".git").exists():
+        known = {(team, name) for team, name in ManagedNamespace.objects.values_list("project__slurm_account", "name")}
+        for folder in sorted(repo.path.glob("tenants/*/namespaces/*")):
+            team, name = folder.parts[-3], folder.name
+            if folder.is_dir() and (team, name) not in known:
+                repo.remove(repo.directory(team, name), f"{name}: remove (no namespace records it; demo reset)")
     NamespaceRequest.objects.filter(**demo).delete()
     ManagedNamespace.objects.filter(**demo).delete()
     TeamEnvelope.objects.filter(**demo).delete()
