@@ -116,6 +116,7 @@ def blank_lines(text: str, lines) -> str:
 
 
 def path_text(path) -> str:
+    """('annotations', 'com', 'hooks', 'ssh', 'enabled') -> 'annotations."com.hooks.ssh.enabled"'; arrays as [i]."""
     out = ""
     for part in path:
         if isinstance(part, int):

@@ -106,16 +106,8 @@ class Result:
         return [finding for finding in self.findings if finding.severity == ERROR]
 
 
-def path_text(path) -> str:
-    """('annotations', 'com', 'hooks', 'ssh', 'enabled') -> 'annotations."com.hooks.ssh.enabled"'; arrays as [i]."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            bare = re.fullmatch(r"[A-Za-z0-9_-]+", part)
-            out += ("." if out else "") + (part if bare else '"' + part.replace('"', '\\"') + '"')
-    return out
+# ('annotations', 'com', 'hooks', 'ssh', 'enabled') -> 'annotations."com.hooks.ssh.enabled"': the pre-scan's, shared.
+path_text = tomlsyntax.path_text
 
 
 def kind_of(value) -> str:
