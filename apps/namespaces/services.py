@@ -401,6 +401,10 @@ def refresh_status(namespace: ManagedNamespace, client: ArgoClient | None = None
         if namespace.state == ManagedNamespaceStateChoices.FAILED and known.state != namespace.state:
             for request in namespace.requests.filter(status__in=[NamespaceRequestStatusChoices.SYNCING, NamespaceRequestStatusChoices.COMMITTED]):
                 _move(request, NamespaceRequestStatusChoices.FAILED, "belvedere", namespace.status_message)
+        elif namespace.state == ManagedNamespaceStateChoices.COMMITTED:
+            # Its requests say what the namespace says: committed, nothing reports a sync (not "syncing" forever).
+            for request in namespace.requests.filter(status=NamespaceRequestStatusChoices.SYNCING):
+                _move(request, NamespaceRequestStatusChoices.COMMITTED, "belvedere", namespace.status_message)
         return namespace
     namespace.status_checked = now
     try:

@@ -149,6 +149,22 @@ def test_with_argo_cd_a_namespace_never_synced_times_out(world, settings, argo_s
     assert namespace.state == "ready"
 
 
+def test_without_argo_cd_a_syncing_request_follows_its_committed_namespace(world, settings, argo_server):
+    settings.ARGOCD_URL, settings.ARGOCD_TOKEN, settings.ARGOCD_TIMEOUT = argo_server.url, ARGO_TOKEN, 3
+    request = submit(request_spec(), world["alice"])
+    commit(request)
+    refresh_statuses_task.apply().get()  # Argo CD has made no application yet: the request syncs
+    request.refresh_from_db()
+    assert request.status == "syncing"
+    settings.ARGOCD_URL = ""  # then Argo CD is taken away
+    for _ in range(2):
+        refresh_statuses_task.apply().get()
+    request.refresh_from_db()
+    namespace = ManagedNamespace.objects.get(name="a-llm01-mlflow")
+    assert namespace.state == "committed" and request.status == "committed"
+    assert RequestEvent.objects.filter(request=request, to_state="committed").count() >= 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_demo_keeps_its_failure_through_refreshes_without_argo_cd(settings):
     """The case measured on `make run`: after the 2-minute beat the failed namespace had lost its reason."""
