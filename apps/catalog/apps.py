@@ -11,5 +11,5 @@ class CatalogConfig(AppConfig):
 
         from .selectors import waiting_incidents
 
-        register_waiting(Waiting(key="incidents", label="open incidents", order=30, url_name="catalog:incidents",
+        register_waiting(Waiting(key="incidents", label="open incidents", one="open incident", order=30, url_name="catalog:incidents",
                                  url_query="?state=open", count=lambda request: waiting_incidents()))

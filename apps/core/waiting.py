@@ -27,6 +27,7 @@ class Waiting:
     url_name: str
     count: Callable[[Any], int | None]  # (request) -> how many wait, or None when unknown
     url_query: str = ""  # appended to the list's URL, e.g. "?state=open"
+    one: str = ""  # the label for a count of 1: "namespace request to approve" (empty: ``label`` for every count)
 
 
 _waiting: OrderedRegistry[Waiting] = OrderedRegistry(key=lambda entry: entry.key)

@@ -45,7 +45,8 @@ def read_count(entry, request, on_error: Callable[[Any, BaseException], None] | 
         elif value < 0:
             why = f"its source answered {value}, not a count"
             value = None
-    return WaitingCount(key=entry.key, label=entry.label, count=value, why=why,
+    label = entry.one if value == 1 and getattr(entry, "one", "") else entry.label
+    return WaitingCount(key=entry.key, label=label, count=value, why=why,
                         url_name=entry.url_name, url_query=entry.url_query or "")
 
 

@@ -11,5 +11,5 @@ class NamespacesConfig(AppConfig):
 
         from .selectors import approval_queue_count
 
-        register_waiting(Waiting(key="approvals", label="namespace requests to approve", order=10, url_name="namespaces:approvals",
+        register_waiting(Waiting(key="approvals", label="namespace requests to approve", one="namespace request to approve", order=10, url_name="namespaces:approvals",
                                  count=lambda request: approval_queue_count(request.user)))

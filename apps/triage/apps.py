@@ -15,5 +15,5 @@ class TriageConfig(AppConfig):
 
         from .selectors import open_item_count
 
-        register_waiting(Waiting(key="triage", label="triage items open", order=20, url_name="triage:inbox", url_query="",
+        register_waiting(Waiting(key="triage", label="triage items open", one="triage item open", order=20, url_name="triage:inbox", url_query="",
                                  count=lambda request: open_item_count()))

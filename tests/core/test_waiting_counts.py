@@ -125,3 +125,15 @@ def test_task_runs_show_their_state_in_the_one_vocabulary(client, make_user):
     # The task table lies in a container that scrolls inside its card.
     tasks = html[html.index("Recent task runs"):]
     assert tasks.index('class="table-scroll"') < tasks.index('class="table task-runs"')
+
+
+def test_a_count_of_one_reads_in_the_singular():
+    from apps.core.waiting import Waiting
+    from apps.core.waiting_counts import read_count
+
+    entry = Waiting(key="t-one", label="requests to approve", one="request to approve", order=1, url_name="core:staff",
+                    count=lambda request: 1)
+    assert read_count(entry, None).label == "request to approve"
+    many = Waiting(key="t-many", label="requests to approve", one="request to approve", order=1, url_name="core:staff",
+                   count=lambda request: 2)
+    assert read_count(many, None).label == "requests to approve"
