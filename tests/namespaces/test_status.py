@@ -166,6 +166,7 @@ def test_without_argo_cd_a_syncing_request_follows_its_committed_namespace(world
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.engine_independent  # what the demo planted; the refresher on each engine is the world tests above
 def test_the_demo_keeps_its_failure_through_refreshes_without_argo_cd(settings):
     """The case measured on `make run`: after the 2-minute beat the failed namespace had lost its reason."""
     from tests.demo_snapshot import load_demo
