@@ -11,7 +11,7 @@ from apps.core.api.views import ApiRootView
 API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", "vetting", "edf", "namespaces", "catalog", "system",
             "reports", "triage", "notifications"]
 # Where an app's API sits when not under /api/v1/<app>/.
-API_PREFIXES = {"accounts": "", "ranks": "", "saturation": "", "telemetry": "", "triage": "staff/triage/"}
+API_PREFIXES = {"accounts": "", "appmetrics": "", "ranks": "", "saturation": "", "telemetry": "", "triage": "staff/triage/"}
 
 api_v1 = [path("", ApiRootView.as_view(), name="api-root")]
 for _app in API_APPS:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pandas as pd
 from django.conf import settings
@@ -17,7 +18,9 @@ from django.utils import timezone
 from apps.jobs.models import JobStateChoices
 
 from .backends.base import DEFAULT_STATS, Query
+from .choices import JobTelemetryStatusChoices
 from .models import JobTelemetry
+from .products import JobCube
 from .store import telemetry_store
 
 # Samples of a job that ended this long ago still refresh its products (collectors flush after the end).
@@ -117,3 +120,15 @@ def read_series(query: Query, step: int | None = None, stats=None) -> pd.DataFra
     The store's TelemetryUnavailable propagates."""
     store = telemetry_store()
     return store.aggregate(query, step, tuple(stats or DEFAULT_STATS)) if step else store.read(query)
+
+
+def job_cube(job, fields=None):
+    """The job's materialised telemetry cube (``products.JobCube``), with ``fields`` only those fields, or None when
+    the job has no ready product (not read from the store yet, or its file is gone until the next refresh)."""
+    record = JobTelemetry.objects.filter(job=job).values("status", "product").first()
+    if record is None or record["status"] != JobTelemetryStatusChoices.STATUS_READY or not record["product"]:
+        return None
+    path = Path(settings.DATA_DIR) / record["product"]
+    if not path.exists():
+        return None
+    return JobCube.load(path, fields)

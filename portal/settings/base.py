@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "apps.edf",
     "apps.namespaces",
     "apps.catalog",
+    "apps.appmetrics",
     "apps.system",
     "apps.reports",
     "apps.triage",
@@ -500,6 +501,11 @@ VETTING_RULES_SECONDS = env.int("VETTING_RULES_SECONDS", default=900)
 # Largest vetting upload (vetnode text, dcgmi diag JSON, API JSON), bytes.
 VETTING_MAX_UPLOAD_BYTES = env.int("VETTING_MAX_UPLOAD_BYTES", default=16 * 1024 * 1024)
 CELERY_BEAT_SCHEDULE["vetting.evaluate_rules"] = {"task": "vetting.evaluate_rules", "schedule": float(VETTING_RULES_SECONDS)}
+
+# Application metrics (apps/appmetrics/README.md): largest Megatron-LM log read per upload (streamed line by line,
+# so memory stays small) and largest TensorBoard event file, bytes.
+APPMETRICS_MAX_LOG_BYTES = env.int("APPMETRICS_MAX_LOG_BYTES", default=512 * 1024 * 1024)
+APPMETRICS_MAX_TENSORBOARD_BYTES = env.int("APPMETRICS_MAX_TENSORBOARD_BYTES", default=64 * 1024 * 1024)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="belvedere@localhost")
 
 # ---------------------------------------------------------------------------------------------

@@ -132,3 +132,50 @@ class BoundedMultiPartParser(parsers.MultiPartParser):
             raise too_large(max_body_bytes()) from None
         except TooManyFieldsSent:
             raise InputError(f"The request has more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS:,} form fields.") from None
+
+
+class StreamParser(parsers.BaseParser):
+    """Text and binary uploads (``text/plain``, ``application/octet-stream``) handed to the view as the request's
+    stream, unread, so a view can parse a large log line by line in bounded memory. The view bounds what it reads
+    (:class:`BoundedStream`)."""
+
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream
+
+
+class BoundedStream:
+    """Read at most ``limit`` bytes of ``stream`` (a 413 past it), counting what was read; iterating gives lines."""
+
+    MAX_LINE = 1 << 20
+
+    def __init__(self, stream, limit: int):
+        self.stream, self.limit, self.read_bytes = stream, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        if self.stream is None:
+            return b""
+        want = self.limit + 1 - self.read_bytes if size is None or size < 0 else min(size, self.limit + 1 - self.read_bytes)
+        data = self.stream.read(max(want, 0)) if want > 0 else b""
+        self.read_bytes += len(data)
+        if self.read_bytes > self.limit:
+            raise too_large(self.limit)
+        return data
+
+    def lines(self, chunk: int = 1 << 16):
+        """The body's lines as text (UTF-8, bad bytes replaced), one at a time."""
+        pending = b""
+        while True:
+            data = self.read(chunk)
+            if not data:
+                break
+            pending += data
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                yield line.decode("utf-8", errors="replace") + "\n"
+            if len(pending) > self.MAX_LINE:  # no newline in a megabyte: hand it on in pieces, memory stays bounded
+                yield pending.decode("utf-8", errors="replace")
+                pending = b""
+        if pending:
+            yield pending.decode("utf-8", errors="replace")

@@ -1,0 +1,168 @@
+"""Reads of the appmetrics app: a job's application series, its model config and its efficiency with the throughput
+dips explained by what the hardware did at the time.
+
+Access is the jobs app's rule (the API finds the job with ``apps.jobs.selectors.job_get_for_user`` first); these
+functions take a job the caller may see.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+
+from apps.core.gpu_models import gpu_model_for
+from apps.saturation.models import JobSaturation
+from apps.telemetry.backends.base import TelemetryUnavailable
+from apps.telemetry.selectors import job_cube
+from apps.telemetry.store import telemetry_store
+
+from . import efficiency, events, flops
+from .models import MODEL_FIELDS, JobModelConfig
+
+MARKER_PREFIX = "event."
+GPUS_PER_NODE = 4
+
+
+def job_series(job, names=None, start: datetime | None = None, end: datetime | None = None) -> pd.DataFrame:
+    """The job's application series (APP_COLUMNS), sorted by name and time."""
+    return telemetry_store().read_job_series(job.cluster.name, int(job.job_id), names=names, start=start, end=end)
+
+
+def model_config(job) -> JobModelConfig | None:
+    return JobModelConfig.objects.filter(job=job).first()
+
+
+def model_config_dict(record: JobModelConfig | None) -> dict | None:
+    if record is None:
+        return None
+    return {**{key: getattr(record, key) for key in MODEL_FIELDS}, "source": record.source,
+            "updated": record.updated.isoformat()}
+
+
+def job_gpus(job, cube=None) -> int | None:
+    """The job's GPUs: Slurm's count, else the GPUs its telemetry reported, else 4 per node."""
+    if job.gpus:
+        return int(job.gpus)
+    if cube is not None and len(cube.hosts):
+        return int(len(cube.hosts))
+    nodes = job.node_count or len(job.node_list or [])
+    return nodes * GPUS_PER_NODE or None
+
+
+def _throughput(series: pd.DataFrame, config: flops.ModelConfig | None) -> tuple[np.ndarray, np.ndarray, str]:
+    """(ts, tokens/s, where it came from): logged tokens_per_s, else global batch x sequence / iteration time."""
+    tps = series[series["name"] == "tokens_per_s"]
+    if len(tps):
+        return tps["ts"].to_numpy("datetime64[ns]"), tps["value"].to_numpy(float), "logged tokens_per_s"
+    iteration = series[series["name"] == "iteration_s"]
+    if len(iteration) and config is not None and config.global_batch:
+        seconds = iteration["value"].to_numpy(float)
+        with np.errstate(divide="ignore"):
+            rate = np.where(seconds > 0, config.global_batch * config.seq_len / seconds, np.nan)
+        return iteration["ts"].to_numpy("datetime64[ns]"), rate, "global batch x sequence length / iteration time"
+    return np.array([], dtype="datetime64[ns]"), np.array([], dtype=float), ""
+
+
+def _stragglers(job) -> list[dict]:
+    record = JobSaturation.objects.filter(job=job).values("stragglers").first()
+    out = []
+    for item in (record or {}).get("stragglers") or []:
+        if item.get("start"):
+            label = item.get("host") or ""
+            if item.get("gpu") is not None:
+                label = f"{label} GPU {item['gpu']}"
+            out.append({"label": label, "start": pd.Timestamp(item["start"]).to_datetime64(), "reason": item.get("reason", "")})
+    return out
+
+
+def _markers(series: pd.DataFrame) -> list[dict]:
+    marks = series[series["name"].str.startswith(MARKER_PREFIX)]
+    return [{"name": name, "ts": ts, "value": float(value)}
+            for name, ts, value in zip(marks["name"], marks["ts"].to_numpy("datetime64[ns]"), marks["value"])]
+
+
+def _iso(value) -> str | None:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    return pd.Timestamp(value).tz_localize("UTC").isoformat() if pd.Timestamp(value).tzinfo is None else pd.Timestamp(value).isoformat()
+
+
+def job_efficiency(job) -> dict:
+    """The body of GET /api/v1/jobs/<cluster>/<job_id>/efficiency/: every number with the reason when it is absent."""
+    missing: list[str] = []
+    try:
+        series = job_series(job)
+    except TelemetryUnavailable as exc:
+        series = pd.DataFrame(columns=["ts", "name", "step", "value"])
+        missing.append(f"application series unavailable: {exc}")
+    record = model_config(job)
+    config = None
+    if record is not None:
+        config = flops.ModelConfig.from_dict(model_config_dict(record))
+    cube = job_cube(job, efficiency.EVIDENCE_FIELDS)
+    gpus = job_gpus(job, cube)
+    ts, tps, tps_source = _throughput(series, config)
+    rate = efficiency.steady_rate(ts, tps) if len(ts) else None
+    if rate is None:
+        missing.append("no throughput: log tokens_per_s (or iteration_s with the model's global batch) from the job"
+                       if not len(series) else "no tokens_per_s series, and no iteration_s with a global batch to derive it")
+    per_gpu = rate / gpus if rate is not None and gpus else None
+    flops_per_token = flops.model_flops_per_token(config) if config is not None else None
+    if config is None:
+        missing.append("no model config: PUT it to .../model/ or upload the Megatron-LM log with its argument dump")
+    peak = (record.gpu_peak_tflops if record is not None and record.gpu_peak_tflops else None)
+    gpu_model = gpu_model_for(job)
+    if peak is None and gpu_model is not None:
+        peak = flops.gpu_peak_tflops(getattr(gpu_model, "name", "") or "")
+    mfu = flops.mfu(per_gpu, flops_per_token, peak) if per_gpu and flops_per_token and peak else None
+    if flops_per_token and per_gpu and not peak:
+        missing.append("no GPU peak for this GPU model: give gpu_peak_tflops in the model config")
+    tensor_active = energy_per_token = None
+    event_list: list[dict] = []
+    if cube is None:
+        missing.append("no GPU telemetry product for this job yet: events and energy need it")
+    else:
+        labels = [f"{host} GPU {gpu}" for host, gpu in zip(cube.hosts, cube.gpus)]
+        arrays = efficiency.evidence_arrays(list(cube.fields), cube.mean, cube.max, labels)
+        tensor_active = efficiency.mean_active(arrays["tensor_active"])
+        energy_index = cube.field_index(efficiency.ENERGY_FIELD)
+        if energy_index is not None and len(ts):
+            seconds = cube.buckets.astype("datetime64[ns]").astype("int64") / 1e9
+            first, last = efficiency._seconds(ts).min(), efficiency._seconds(ts).max()
+            inside = (seconds >= first - cube.step) & (seconds <= last)
+            energy = efficiency.energy_rise_j(cube.max[:, energy_index, :][:, inside])
+            tokens = efficiency.tokens_between(ts, tps, max(first, seconds[inside].min()) if inside.any() else first, last)
+            if energy and tokens > 0:
+                energy_per_token = energy / tokens
+        elif energy_index is None:
+            missing.append("no energy counter (DCGM field 156) in this job's telemetry")
+        if len(ts):
+            evidence = events.Evidence(times=cube.buckets.astype("datetime64[ns]"), step_s=float(cube.step),
+                                       idle_share=arrays["idle_share"], throttled=arrays["throttled"],
+                                       stragglers=_stragglers(job), markers=_markers(series), write_bytes=None,
+                                       tensor_active=arrays["tensor_active"], dram_active=arrays["dram_active"])
+            event_list = [{**event, "start": _iso(event["start"]), "end": _iso(event.get("end"))}
+                          for event in events.find_events(ts, tps, evidence)]
+    names = sorted(set(series["name"])) if len(series) else []
+    return {
+        "job": f"{job.cluster.name}/{job.job_id}",
+        "gpus": gpus,
+        "tokens_per_s": rate,
+        "tokens_per_s_source": tps_source,
+        "tokens_per_s_per_gpu": per_gpu,
+        "model_flops_per_token": flops_per_token,
+        "gpu_model": getattr(gpu_model, "name", None),
+        "gpu_peak_tflops": peak,
+        "mfu": mfu,
+        "tensor_active": tensor_active,
+        "gap_words": flops.saturation_gap_words(tensor_active, mfu),
+        "energy_per_token_j": energy_per_token,
+        "formula": flops.formula_words(config) if config is not None else None,
+        "model": model_config_dict(record),
+        "coverage": {"first": _iso(series["ts"].min()) if len(series) else None,
+                     "last": _iso(series["ts"].max()) if len(series) else None,
+                     "rows": int(len(series)), "names": names},
+        "events": event_list,
+        "missing": missing,
+    }

@@ -1,0 +1,161 @@
+"""Writes of the appmetrics app: a job's application series (into the telemetry store) and its model config.
+
+Every write is scoped to one job (the API checks who may write: the job's user, staff or the job's own token)
+and validates all it gets before it stores anything: a bad row refuses the whole batch with every problem named,
+so a batch is stored whole or not at all.
+"""
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timezone
+
+import pandas as pd
+from django.db import transaction
+
+from apps.telemetry.backends.base import APP_COLUMNS, canonical_app
+from apps.telemetry.store import telemetry_store
+
+from . import megatron_log, tensorboard_events
+from .choices import JobModelConfigSourceChoices
+from .flops import ModelConfig
+from .models import MODEL_FIELDS, JobModelConfig
+
+NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:/-]{0,63}$")
+MAX_ROWS = 10_000  # rows per request
+MAX_NAMES = 64  # names per row
+# Epoch seconds accepted for "ts": 2000-01-01 .. 2200-01-01 (a millisecond stamp sent by mistake is refused).
+TS_MIN, TS_MAX = 946_684_800, 7_258_118_400
+
+
+class MetricsRefused(ValueError):
+    """The batch was not stored; ``problems`` are (where, message) pairs, e.g. ("rows[3].loss", "not a number")."""
+
+    def __init__(self, message: str, problems: list[tuple[str, str]]):
+        super().__init__(message)
+        self.problems = problems
+
+
+def _ts(value, where: str, problems: list) -> datetime | None:
+    if isinstance(value, bool) or value is None:
+        problems.append((where, "give the time as epoch seconds or an ISO 8601 string"))
+        return None
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value) or not TS_MIN <= value <= TS_MAX:
+            problems.append((where, f"{value!r} is not epoch seconds between 2000 and 2200 (milliseconds? divide by 1000)"))
+            return None
+        return datetime.fromtimestamp(float(value), tz=timezone.utc)
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    problems.append((where, f"{str(value)[:40]!r} is not a time: give epoch seconds or an ISO 8601 string"))
+    return None
+
+
+def rows_frame(job, rows: list) -> pd.DataFrame:
+    """The canonical job-series frame of API rows ``[{"ts", "step", name: value, ...}]``; MetricsRefused naming
+    every problem (the first 20) when one row is wrong."""
+    if not isinstance(rows, list):
+        raise MetricsRefused("Send the rows as a JSON list (or {\"rows\": [...]}).", [("rows", "not a list")])
+    if len(rows) > MAX_ROWS:
+        raise MetricsRefused(f"{len(rows):,} rows in one request; send at most {MAX_ROWS:,}.", [("rows", "too many rows")])
+    problems: list[tuple[str, str]] = []
+    ts_out, step_out, name_out, value_out = [], [], [], []
+    for index, row in enumerate(rows):
+        where = f"rows[{index}]"
+        if not isinstance(row, dict):
+            problems.append((where, "each row is an object like {\"ts\": 1764000000, \"step\": 10, \"loss\": 2.3}"))
+            continue
+        moment = _ts(row.get("ts"), f"{where}.ts", problems)
+        step = row.get("step")
+        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**62):
+            problems.append((f"{where}.step", f"{str(step)[:40]!r} is not a whole number of iterations"))
+            step = None
+        values = {key: value for key, value in row.items() if key not in ("ts", "step")}
+        if not values:
+            problems.append((where, "the row has no metric besides ts and step"))
+        if len(values) > MAX_NAMES:
+            problems.append((where, f"{len(values)} metrics in one row; at most {MAX_NAMES}"))
+            continue
+        for name, value in values.items():
+            if not isinstance(name, str) or not NAME.match(name):
+                problems.append((f"{where}.{str(name)[:64]}", "a metric name starts with a letter and has at most 64 letters, "
+                                                              "digits or _ . : / -"))
+                continue
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                problems.append((f"{where}.{name}", f"{str(value)[:40]!r} is not a finite number"))
+                continue
+            if moment is not None:
+                ts_out.append(moment)
+                step_out.append(step)
+                name_out.append(name)
+                value_out.append(float(value))
+        if len(problems) >= 20:
+            break
+    if problems:
+        raise MetricsRefused(f"{len(problems)} problem(s) in the rows; nothing was stored. First: {problems[0][0]}: "
+                             f"{problems[0][1]}", problems)
+    frame = pd.DataFrame({"ts": ts_out, "cluster": job.cluster.name, "job_id": int(job.job_id), "name": name_out,
+                          "step": pd.array(step_out, dtype="Int64"), "value": value_out}, columns=APP_COLUMNS)
+    return canonical_app(frame)
+
+
+def series_write(job, frame: pd.DataFrame) -> int:
+    """Store a canonical job-series frame of ``job`` (rows of other jobs refused)."""
+    if frame.empty:
+        return 0
+    frame = frame.assign(cluster=job.cluster.name, job_id=int(job.job_id))
+    return telemetry_store().write_job_series(canonical_app(frame))
+
+
+def metrics_ingest(job, rows: list, *, source: str = "api") -> int:
+    """Validate ``rows`` (the API's shape) and store them; MetricsRefused when any row is wrong."""
+    return series_write(job, rows_frame(job, rows))
+
+
+def model_config_set(job, data: dict, *, source: str = JobModelConfigSourceChoices.API) -> JobModelConfig:
+    """Create or replace the job's model config from validated ``data`` (MODEL_FIELDS); ValueError when the shape
+    cannot give FLOPs (``ModelConfig.from_dict`` says which field)."""
+    values = {key: data.get(key) for key in MODEL_FIELDS}
+    values["swiglu"] = bool(values.get("swiglu") or False)
+    ModelConfig.from_dict(values)  # refuses a shape that cannot give FLOPs, naming the field
+    with transaction.atomic():
+        record, _ = JobModelConfig.objects.update_or_create(job=job, defaults={**values, "source": source})
+    return record
+
+
+def _config_from_log(config: dict) -> dict:
+    return {key: config[key] for key in MODEL_FIELDS if config.get(key) is not None}
+
+
+def training_log_import(job, lines) -> dict:
+    """Read Megatron-LM output (an iterable of text lines, streamed) into the job's series and, when the argument
+    dump gives the shape and the job has no config set through the API, its model config."""
+    log = megatron_log.parse_training_log(lines)
+    frame = megatron_log.rows_frame(log, job.cluster.name, int(job.job_id))
+    written = series_write(job, frame)
+    config_set = False
+    shape = _config_from_log(log.config)
+    existing = JobModelConfig.objects.filter(job=job).values_list("source", flat=True).first()
+    if shape and existing in (None, JobModelConfigSourceChoices.MEGATRON_LOG, JobModelConfigSourceChoices.DEMO):
+        try:
+            model_config_set(job, shape, source=JobModelConfigSourceChoices.MEGATRON_LOG)
+            config_set = True
+        except ValueError:
+            config_set = False
+    return {"rows": written, "lines": log.lines, "model_config": config_set,
+            "errors": [{"line": error.line, "message": error.message} for error in log.errors]}
+
+
+def tensorboard_import(job, data: bytes) -> dict:
+    """Read a TensorBoard event file's scalars into the job's series."""
+    frame, errors = tensorboard_events.read_event_file(data)
+    written = series_write(job, frame)
+    return {"rows": written, "errors": [error if isinstance(error, dict) else {"line": None, "message": str(error)}
+                                        for error in errors]}
