@@ -2,7 +2,7 @@
 
 The expected numbers are computed by the reference pandas aggregation (``aggregate_frame``) over the
 samples the test wrote, not over what the backend returns, so a backend that loses or invents
-samples fails here.
+samples fails here. Job series (``APP_COLUMNS``) are compared with the frame the test built.
 """
 from datetime import datetime, timedelta, timezone
 
@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from apps.telemetry.backends.base import COLUMNS, STATS, Query, aggregate_frame, latest_frame, sort_aggregate, sort_samples
+from apps.telemetry.backends.base import (
+    APP_COLUMNS, COLUMNS, STATS, Query, aggregate_frame, latest_frame, sort_aggregate, sort_samples,
+)
 
 T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -26,6 +28,46 @@ def synthetic(hosts=("nid000001", "nid000002"), gpus=(0, 1, 2, 3), fields=(1002,
     frame["uuid"] = [f"GPU-{h[-2:]}{g}" for h, g in zip(frame["host"], frame["gpu"])]
     frame["value"] = rng.random(len(frame)).round(6) * np.where(frame["field"] == 155, 700.0, 1.0)
     return frame[COLUMNS]
+
+
+def app_synthetic(cluster="alps", job_id=4242, names=("loss", "tokens_per_s"), points=12, every_s=30, seed=2,
+                  start=T0, markers=("event.checkpoint",)) -> pd.DataFrame:
+    """A job's application series: per name ``points`` points ``every_s`` apart with steps 100, 101, ...
+    (every other timestamp off the whole second by some nanoseconds), plus marker series with no step."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name in names:
+        for i in range(points):
+            ts = pd.Timestamp(start) + pd.Timedelta(seconds=i * every_s) + pd.Timedelta(nanoseconds=(i % 2) * 123_456_789)
+            rows.append({"ts": ts, "cluster": cluster, "job_id": job_id, "name": name, "step": 100 + i,
+                         "value": float(round(rng.random(), 6) * (1e5 if name == "tokens_per_s" else 10))})
+    for name in markers:
+        for i in range(0, points, 5):
+            rows.append({"ts": pd.Timestamp(start) + pd.Timedelta(seconds=i * every_s + 7), "cluster": cluster,
+                         "job_id": job_id, "name": name, "step": None, "value": 42.5})
+    frame = pd.DataFrame(rows)
+    frame["step"] = frame["step"].astype("Int64")
+    frame["ts"] = frame["ts"].astype("datetime64[ns, UTC]")
+    return frame[APP_COLUMNS]
+
+
+def sorted_app(frame: pd.DataFrame) -> pd.DataFrame:
+    """What a read of one job answers: sorted by name, then time (independently of the backends' helpers)."""
+    return frame.sort_values(["name", "ts"], kind="stable", ignore_index=True)
+
+
+def assert_app_frames_equal(actual: pd.DataFrame, expected: pd.DataFrame):
+    assert list(actual.columns) == APP_COLUMNS
+    assert str(actual["ts"].dtype) == "datetime64[ns, UTC]"
+    assert actual["job_id"].dtype == np.int64 and str(actual["step"].dtype) == "Int64"
+    assert actual["value"].dtype == np.float64
+    assert len(actual) == len(expected), (len(actual), len(expected))
+    actual, expected = actual.reset_index(drop=True), expected.reset_index(drop=True)
+    assert actual["ts"].astype("int64").tolist() == expected["ts"].astype("int64").tolist()
+    for column in ("cluster", "job_id", "name", "value"):
+        assert actual[column].tolist() == expected[column].tolist(), column
+    as_list = lambda column: [None if pd.isna(v) else int(v) for v in column]  # noqa: E731
+    assert as_list(actual["step"]) == as_list(expected["step"]), "step"
 
 
 def assert_frames_equal(actual: pd.DataFrame, expected: pd.DataFrame, *, rtol=1e-9, approximate=()):
@@ -140,3 +182,128 @@ class BackendContract:
 
     def test_check_says_it_is_usable(self, backend):
         assert isinstance(backend.check(), str)
+
+    # -- job series ------------------------------------------------------------------------------
+
+    def test_job_series_read_back_exactly_sorted_by_name_and_time(self, backend):
+        data = app_synthetic()
+        assert backend.write_job_series(data.sample(frac=1, random_state=5)) == len(data)
+        out = backend.read_job_series("alps", 4242)
+        assert out["name"].tolist()[0] == "event.checkpoint" and out["name"].tolist()[-1] == "tokens_per_s"
+        assert_app_frames_equal(out, sorted_app(data))
+        # what the caller passes as text, naive times and plain ints comes back canonical
+        loose = pd.DataFrame({"ts": ["2026-11-21T11:00:00.5Z", datetime(2026, 11, 21, 11, 0, 1)], "cluster": "alps",
+                              "job_id": ["4242", 4242], "name": "loss", "step": [7, None], "value": [1, 2.5]})
+        assert backend.write_job_series(loose) == 2
+        tail = backend.read_job_series("alps", 4242, names=["loss"], start=datetime(2026, 11, 21, 11, 0, 0))
+        assert tail["ts"].tolist() == [pd.Timestamp("2026-11-21T11:00:00.5Z"), pd.Timestamp("2026-11-21T11:00:01Z")]
+        assert tail["value"].tolist() == [1.0, 2.5] and tail["step"].isna().tolist() == [False, True]
+
+    def test_job_series_written_again_replace_and_repeats_in_a_batch_keep_the_last(self, backend):
+        data = app_synthetic()
+        backend.write_job_series(data)
+        assert backend.write_job_series(data) == len(data)
+        assert len(backend.read_job_series("alps", 4242)) == len(data)
+        changed = data.iloc[[0, 1, len(data) - 1]].assign(value=-3.0, step=pd.array([None, 9, 11], dtype="Int64"))
+        backend.write_job_series(changed)
+        expected = data.copy()
+        expected.loc[changed.index, "value"] = -3.0
+        expected["step"] = pd.array([{0: None, 1: 9, len(data) - 1: 11}.get(i, step) for i, step in enumerate(data["step"])],
+                                    dtype="Int64")
+        assert_app_frames_equal(backend.read_job_series("alps", 4242), sorted_app(expected))
+        point = data.iloc[[3]]
+        assert backend.write_job_series(pd.concat([point.assign(value=1.0), point.assign(value=2.0)])) == 1
+        out = backend.read_job_series("alps", 4242, names=[point["name"].iloc[0]])
+        assert out.loc[out["ts"] == point["ts"].iloc[0], "value"].tolist() == [2.0]
+        assert len(backend.read_job_series("alps", 4242)) == len(data)
+
+    def test_job_series_names_filter(self, backend):
+        data = app_synthetic()
+        backend.write_job_series(data)
+        assert_app_frames_equal(backend.read_job_series("alps", 4242, names=["loss"]),
+                                sorted_app(data[data.name == "loss"]))
+        assert_app_frames_equal(backend.read_job_series("alps", 4242, names="tokens_per_s"),
+                                sorted_app(data[data.name == "tokens_per_s"]))
+        both = ("event.checkpoint", "loss")
+        assert_app_frames_equal(backend.read_job_series("alps", 4242, names=both), sorted_app(data[data.name.isin(both)]))
+        for nothing in ([], ["no_such_series"]):
+            out = backend.read_job_series("alps", 4242, names=nothing)
+            assert out.empty and list(out.columns) == APP_COLUMNS
+
+    def test_job_series_time_window_is_half_open(self, backend):
+        data = app_synthetic()
+        backend.write_job_series(data)
+        start, end = T0 + timedelta(seconds=60), T0 + timedelta(seconds=180)  # both on points of every series
+        assert (data.ts == pd.Timestamp(start)).sum() == 2 and (data.ts == pd.Timestamp(end)).sum() == 2
+        out = backend.read_job_series("alps", 4242, start=start, end=end)
+        assert_app_frames_equal(out, sorted_app(data[(data.ts >= start) & (data.ts < end)]))
+        assert_app_frames_equal(backend.read_job_series("alps", 4242, start=end),
+                                sorted_app(data[data.ts >= end]))
+        naive_end = end.replace(tzinfo=None)  # naive means UTC
+        assert_app_frames_equal(backend.read_job_series("alps", 4242, end=naive_end),
+                                sorted_app(data[data.ts < end]))
+        assert backend.read_job_series("alps", 4242, start=T0 + timedelta(days=1)).empty
+        with pytest.raises(ValueError, match="window is empty"):
+            backend.read_job_series("alps", 4242, start=end, end=start)
+
+    def test_job_series_unknown_step_stays_unknown(self, backend):
+        data = app_synthetic()
+        backend.write_job_series(data)
+        out = backend.read_job_series("alps", 4242)
+        markers = out["name"] == "event.checkpoint"
+        assert markers.sum() == 3 and out.loc[markers, "step"].isna().all()
+        assert out.loc[~markers, "step"].notna().all() and out.loc[~markers, "step"].min() == 100
+
+    def test_job_series_belong_to_one_job_and_delete_by_job_or_cluster(self, backend):
+        first, second = app_synthetic(job_id=1), app_synthetic(job_id=2, seed=3, names=("loss",))
+        elsewhere = app_synthetic(cluster="todi", job_id=1, seed=4, markers=())
+        backend.write_job_series(pd.concat([first, second, elsewhere], ignore_index=True))
+        assert_app_frames_equal(backend.read_job_series("alps", 1), sorted_app(first))
+        assert_app_frames_equal(backend.read_job_series("todi", 1), sorted_app(elsewhere))
+        assert backend.read_job_series("alps", 3).empty
+        assert backend.delete_job_series("alps", 1) == len(first)
+        assert backend.read_job_series("alps", 1).empty
+        assert_app_frames_equal(backend.read_job_series("alps", 2), sorted_app(second))
+        assert backend.delete_job_series("alps", 1) == 0
+        assert backend.delete_job_series("alps") == len(second)
+        assert backend.read_job_series("alps", 2).empty
+        assert_app_frames_equal(backend.read_job_series("todi", 1), sorted_app(elsewhere))
+        assert backend.delete_job_series("nowhere") == 0
+
+    @pytest.mark.parametrize("column, bad, problem", [
+        ("name", "9lives", "is not a series name"),
+        ("name", "x" * 65, "is not a series name"),
+        ("value", float("nan"), "must be a finite number"),
+        ("value", float("inf"), "must be a finite number"),
+        ("ts", "yesterday", "is not a time"),
+        ("ts", None, "is missing"),
+        ("job_id", -1, "is not an integer >= 0"),
+        ("step", 2.5, "is not an integer >= 0"),
+    ])
+    def test_an_invalid_job_series_row_is_named_and_nothing_is_written(self, backend, column, bad, problem):
+        data = app_synthetic()
+        data[column] = data[column].astype(object)
+        data.loc[2, column] = bad
+        with pytest.raises(ValueError) as caught:
+            backend.write_job_series(data)
+        assert f"row 2, column '{column}'" in str(caught.value) and problem in str(caught.value)
+        assert backend.read_job_series("alps", 4242).empty
+
+    def test_a_job_series_frame_without_a_column_is_refused(self, backend):
+        with pytest.raises(ValueError, match="lacks column.*name"):
+            backend.write_job_series(app_synthetic().drop(columns="name"))
+
+    def test_job_series_and_gpu_samples_never_mix(self, backend):
+        samples, series = synthetic(minutes=10), app_synthetic(points=20)  # same cluster, same time span
+        backend.write(samples)
+        backend.write_job_series(series)
+        window = self.window()
+        assert_frames_equal(backend.read(window), sort_samples(samples))
+        assert_frames_equal(backend.latest(window), latest_frame(samples))
+        assert_frames_equal(sort_aggregate(backend.aggregate(window, 600)), aggregate_frame(samples, 600))
+        assert_app_frames_equal(backend.read_job_series("alps", 4242), sorted_app(series))
+        assert backend.delete(self.window(cluster="alps")) == len(samples)
+        assert_app_frames_equal(backend.read_job_series("alps", 4242), sorted_app(series))
+        backend.write(samples)
+        assert backend.delete_job_series("alps") == len(series)
+        assert_frames_equal(backend.read(window), sort_samples(samples))

@@ -293,8 +293,9 @@ class FakeElasticsearch:
             (name, condition), = body.items()
             if op == "range":
                 assert condition.get("format") == "strict_date_optional_time_nanos", condition
-                assert set(condition) == {"gte", "lt", "format"}, condition
-                lo, hi = _text_ns(condition["gte"]), _text_ns(condition["lt"])
+                assert {"format"} < set(condition) <= {"gte", "lt", "format"}, condition
+                lo = _text_ns(condition["gte"]) if "gte" in condition else -2**63
+                hi = _text_ns(condition["lt"]) if "lt" in condition else 2**63
                 tests.append(lambda src, n=name, lo=lo, hi=hi: lo <= (_ns(_value(src, n)) or -1) < hi)
             elif op == "term":
                 tests.append(lambda src, n=name, c=condition: _value(src, n) == c)
@@ -327,22 +328,51 @@ class FakeElasticsearch:
             (name, agg), = body["aggs"].items()
             return {**envelope, "hits": {"max_score": None, "hits": []},
                     **fill(fixture("composite.json"), aggregations={name: self.composite(docs, agg)})}
-        return self.page(body, docs)
+        return self.page(body, docs, pit="pit" in body)
 
-    def page(self, body, docs):
-        sort = body["sort"]
-        (ts_name, ts_spec), = sort[0].items()
-        assert ts_spec["numeric_type"] == "date_nanos" and ts_spec["order"] == "asc"
-        assert sort[1] == {"_shard_doc": "asc"}
-        rows = sorted(([_ns(_value(doc.source, ts_name)), doc.seq], doc) for doc in docs)
+    @staticmethod
+    def sort_keys(sort: list) -> list:
+        """One function per sort clause giving a document's sort value as Elasticsearch returns it:
+        nanoseconds for a field sorted with ``numeric_type: date_nanos``, the shard-doc tiebreaker
+        (here the write sequence), the value itself for a keyword. Only ascending sorts are used."""
+        keys = []
+        for clause in sort:
+            (name, spec), = clause.items()
+            spec = spec if isinstance(spec, dict) else {"order": spec}
+            assert spec["order"] == "asc", clause
+            if name == "_shard_doc":
+                keys.append(lambda doc: doc.seq)
+            elif spec.get("numeric_type") == "date_nanos":
+                keys.append(lambda doc, n=name: _ns(_value(doc.source, n)))
+            else:
+                assert set(spec) == {"order"}, clause
+                keys.append(lambda doc, n=name: _value(doc.source, n))
+        return keys
+
+    def page(self, body, docs, *, pit: bool):
+        keys = self.sort_keys(body["sort"])
+        rows = sorted((([key(doc) for key in keys], doc) for doc in docs), key=lambda row: row[0])
         if "search_after" in body:
             after = body["search_after"]
             rows = [row for row in rows if row[0] > after]
         rows = rows[:body.get("size", 10)]
         template = fixture("search_pit_page.json")
         hit = template["hits"]["hits"][0]
-        hits = [fill(hit, _index=doc.index, _id=doc.id, _source=doc.source, sort=values) for values, doc in rows]
-        return fill(template, took=1, hits=fill(template["hits"], hits=hits))
+        hits = [fill(hit, _index=doc.index, _id=doc.id, _source=self.source_filter(doc.source, body.get("_source")),
+                     sort=values) for values, doc in rows]
+        if pit:
+            return fill(template, took=1, hits=fill(template["hits"], hits=hits))
+        # without a point in time the answer is the plain search envelope (no pit_id)
+        envelope = shape(fixture("search.json"), ["took", "timed_out", "_shards"], took=1)
+        return {**envelope, "hits": fill(template["hits"], hits=hits)}
+
+    @staticmethod
+    def source_filter(source: dict, wanted) -> dict:
+        """``_source`` limited to the requested fields (top-level names, as the backend asks)."""
+        if wanted is None or wanted is True:
+            return source
+        names = wanted if isinstance(wanted, list) else wanted.get("includes", [])
+        return {k: v for k, v in source.items() if k in names or any(n.split(".")[0] == k for n in names)}
 
     def composite(self, docs, agg):
         spec = agg["composite"]
@@ -736,7 +766,7 @@ def test_delete_is_delete_by_query_on_the_own_indices_with_the_same_filters(fake
 def test_clear_resolves_the_index_names_then_deletes_them(fake, store):
     store.write(three_samples())
     assert store.clear(drop_template=True) == 2
-    (resolve,) = fake.sent("GET", "/_resolve/index/belvedere-telemetry-\\*")
+    (resolve,) = fake.sent("GET", "/_resolve/index/belvedere-telemetry-\\*,belvedere-telemetry_app\\*")
     (delete,) = fake.sent("DELETE", "/belvedere-telemetry-2026.11.21,belvedere-telemetry-2026.11.22")
     assert fake.docs == {} and fake.templates == {}
     del resolve, delete

@@ -35,6 +35,26 @@ Reading, aggregating
     ts descending); ``delete`` is ``delete_by_query`` with the same filters, on this store's own
     indices ``<index_prefix>-*`` only (site indices are never deleted from).
 
+Job series (application metrics)
+    Job-scoped application series (``base.APP_COLUMNS``: tokens/s, loss, checkpoint markers) go to
+    one separate index, ``app_index`` (default ``<index_prefix>_app``), one document per point::
+
+        {"ts": "2026-11-21T10:00:00.000000000Z", "cluster": "alps", "job_id": 4242, "name": "loss",
+         "step": 1200, "value": 2.31}
+
+    (``step`` is left out when unknown). Its own composable template, named like the index,
+    matches only that name and maps ``ts`` date_nanos, ``cluster``/``name`` keyword, ``job_id`` and
+    ``step`` long, ``value`` double, ``dynamic: strict``. The name has ``_`` where the daily sample
+    indices have ``-``, so ``<index_prefix>-*`` (sample reads, deletes, a site's retention by
+    pattern) never reaches it, and the two templates' patterns do not overlap; credentials need
+    their index privileges on both (``<index_prefix>*`` covers them). One index, not one per day or
+    month: the points are few (a job has thousands to a few hundred thousand), they are kept as
+    long as the job is, and a job's are removed with ``delete_job_series`` (delete_by_query).
+    ``_id`` = BLAKE2b-128 hex of ``cluster \x1f job_id \x1f name \x1f ts-in-ns``
+    (``app_document_id``), so re-sending replaces. ``read_job_series`` is a search sorted by
+    (name, ts-as-nanoseconds) paged with ``search_after``: that pair is unique within one job, so
+    pages neither repeat nor skip a point.
+
 Reading a site's existing telemetry indices
     ``read_index_pattern`` (default ``<index_prefix>-*``; a comma-separated list is fine) names the
     indices to read, and ``field_map`` maps the canonical names to the site's document fields, for
@@ -63,6 +83,7 @@ one-line message naming the URL and what to check.
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import logging
 import re
@@ -75,8 +96,9 @@ import pandas as pd
 
 from .. import fields as dcgm_fields
 from .base import (
-    COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, aggregate_frame, canonical,
-    check_stats, deduplicate, empty_frame, latest_frame, sort_samples, step_seconds, utc_from_ns,
+    COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, aggregate_frame,
+    app_frame_from_columns, app_names, app_window, canonical, canonical_app, check_stats, deduplicate,
+    deduplicate_app, empty_app_frame, empty_frame, latest_frame, sort_samples, step_seconds, utc_from_ns,
 )
 
 log = logging.getLogger(__name__)
@@ -100,6 +122,16 @@ def document_id(cluster: str, host: str, gpu: int, field: int, ts_ns: int) -> st
     """The ``_id`` of a sample: the same key always gives the same id, so writes are idempotent."""
     key = "\x1f".join((str(cluster), str(host), str(int(gpu)), str(int(field)), str(int(ts_ns))))
     return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+
+def app_document_id(cluster: str, job_id: int, name: str, ts_ns: int) -> str:
+    """The ``_id`` of a job-series point: the same (cluster, job_id, name, ts) always gives the same id."""
+    key = "\x1f".join((str(cluster), str(int(job_id)), str(name), str(int(ts_ns))))
+    return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+
+def _valid_index_name(name) -> bool:
+    return bool(name) and name == name.lower() and name[0] not in "_-+." and not any(c in name for c in ' "*\\<|,>/?#:')
 
 
 def index_for_day(prefix: str, ts_ns: int) -> str:
@@ -184,9 +216,9 @@ class ElasticsearchBackend(TelemetryBackend):
                  max_retries: int = 5, initial_backoff: float = 1.0, max_backoff: float = 60.0,
                  bulk_chunk_size: int = 2000, refresh="wait_for", manage_template=True, template_priority: int = 200,
                  number_of_shards: int | None = None, number_of_replicas: int | None = None,
-                 percentiles_compression: float | None = None, **options):
+                 percentiles_compression: float | None = None, app_index: str | None = None, **options):
         super().__init__(index_prefix=index_prefix, read_index_pattern=read_index_pattern, field_map=field_map,
-                         **options)
+                         app_index=app_index, **options)
         if options:  # settings share one OPTIONS dict between backends (e.g. the embedded store's "path")
             log.debug("Elasticsearch telemetry store: ignoring option(s) %s", ", ".join(sorted(options)))
         parts = url if isinstance(url, (list, tuple)) else str(url or "").split(",")
@@ -198,13 +230,19 @@ class ElasticsearchBackend(TelemetryBackend):
         self.urls = urls
         self.url = ", ".join(_safe_url(u) for u in urls)
         self.options["url"] = self.url  # without credentials
-        if (not index_prefix or index_prefix != index_prefix.lower() or index_prefix[0] in "_-+."
-                or any(c in index_prefix for c in ' "*\\<|,>/?#:')):
-            raise TelemetryUnavailable(f"Elasticsearch index_prefix {index_prefix!r} is not a valid index name "
-                                       "(lowercase, no spaces or \\/*?\"<>|,#:)")
+        for option, value in (("index_prefix", index_prefix), ("app_index", app_index)):
+            if (option == "index_prefix" or app_index) and not _valid_index_name(value):
+                raise TelemetryUnavailable(f"Elasticsearch {option} {value!r} is not a valid index name "
+                                           "(lowercase, no spaces or \\/*?\"<>|,#:)")
         self.index_prefix = index_prefix
+        self.app_index = app_index or f"{index_prefix}_app"
         self.write_pattern = f"{index_prefix}-*"
         self.read_pattern = read_index_pattern or self.write_pattern
+        for pattern in {self.write_pattern, *(p.strip() for p in self.read_pattern.split(","))}:
+            if pattern and not pattern.startswith("-") and fnmatch.fnmatchcase(self.app_index, pattern):
+                raise TelemetryUnavailable(
+                    f"Elasticsearch app_index {self.app_index!r} falls under the sample indices {pattern}: sample "
+                    "reads and deletes would reach the job series; choose another app_index")
         self.fields = dict(CANONICAL_FIELDS)
         if field_map:
             unknown = sorted(set(field_map) - set(COLUMNS))
@@ -231,6 +269,7 @@ class ElasticsearchBackend(TelemetryBackend):
         self.percentiles_compression = percentiles_compression
         self.request_timeout = float(request_timeout)
         self._template_ready = False
+        self._app_template_ready = False
 
         from elasticsearch import Elasticsearch
 
@@ -335,6 +374,31 @@ class ElasticsearchBackend(TelemetryBackend):
                                        "OPTIONS manage_template=False") from exc.__cause__
         self._template_ready = True
 
+    def app_template_body(self) -> dict:
+        """The composable template of the job-series index (``app_index``, that name only)."""
+        properties = {"ts": {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"},
+                      "cluster": {"type": "keyword"}, "job_id": {"type": "long"}, "name": {"type": "keyword"},
+                      "step": {"type": "long"}, "value": {"type": "double"}}
+        template = {"mappings": {"dynamic": "strict", "properties": properties}}
+        settings = self.template_body()["template"].get("settings")
+        if settings:
+            template["settings"] = settings
+        return {"index_patterns": [self.app_index], "priority": self.template_priority, "template": template,
+                "_meta": {"managed_by": "belvedere",
+                          "description": "job-scoped application series, one document per (cluster, job_id, name, ts)"}}
+
+    def ensure_app_template(self) -> None:
+        """Install or update the job-series index template, named like the index (idempotent)."""
+        try:
+            with self._errors("installing the job series index template", f"_index_template/{self.app_index}"):
+                self.client.indices.put_index_template(name=self.app_index, **self.app_template_body())
+        except TelemetryUnavailable as exc:
+            if "HTTP 403" not in str(exc):
+                raise
+            raise TelemetryUnavailable(f"{exc}; install it once as a user with manage_index_templates and set "
+                                       "OPTIONS manage_template=False") from exc.__cause__
+        self._app_template_ready = True
+
     # -- writing -------------------------------------------------------------------------------
 
     def _field_value(self, field_id: int):
@@ -371,12 +435,17 @@ class ElasticsearchBackend(TelemetryBackend):
                              "(nothing was written)")
         if self.manage_template and not self._template_ready:
             self.ensure_template()
+        return self._bulk(self._actions(batch), len(batch), "writing samples (bulk)", self.write_pattern, "samples")
+
+    def _bulk(self, actions, total: int, action: str, target: str, noun: str) -> int:
+        """Send ``actions`` with the bulk helper (429s retried with backoff); raises BulkWriteError
+        when documents still failed, TelemetryUnavailable when the server could not be used."""
         from elasticsearch.helpers import streaming_bulk
 
         written, failures = 0, []
-        with self._errors("writing samples (bulk)", self.write_pattern):
+        with self._errors(action, target):
             for ok, item in streaming_bulk(
-                    self.client, self._actions(batch), chunk_size=self.bulk_chunk_size, raise_on_error=False,
+                    self.client, actions, chunk_size=self.bulk_chunk_size, raise_on_error=False,
                     raise_on_exception=True, max_retries=self.max_retries, initial_backoff=self.initial_backoff,
                     max_backoff=self.max_backoff, refresh=self.refresh):
                 if ok:
@@ -384,10 +453,10 @@ class ElasticsearchBackend(TelemetryBackend):
                 else:
                     failures.append(item)
         if failures:
-            raise self._bulk_error(failures, len(batch))
+            raise self._bulk_error(failures, total, noun)
         return written
 
-    def _bulk_error(self, failures: list, total: int) -> BulkWriteError:
+    def _bulk_error(self, failures: list, total: int, noun: str = "samples") -> BulkWriteError:
         op, first = next(iter(failures[0].items()))
         error = first.get("error")
         if isinstance(error, dict):
@@ -398,8 +467,8 @@ class ElasticsearchBackend(TelemetryBackend):
         else:
             reason = str(error or "unknown error")
         where = f"document {first.get('_id')} in {first.get('_index')}, HTTP {first.get('status')}"
-        message = (f"Elasticsearch at {self.url}: {len(failures)} of {total} samples were not written; first failure "
-                   f"({where}): {_one_line(reason)}. The other samples were written; re-sending the batch is safe")
+        message = (f"Elasticsearch at {self.url}: {len(failures)} of {total} {noun} were not written; first failure "
+                   f"({where}): {_one_line(reason)}. The other {noun} were written; re-sending the batch is safe")
         return BulkWriteError(message, len(failures), total, failures)
 
     # -- queries -------------------------------------------------------------------------------
@@ -645,35 +714,123 @@ class ElasticsearchBackend(TelemetryBackend):
             response = self.client.delete_by_query(
                 index=self.write_pattern, query=body_query, conflicts="proceed", refresh=True,
                 ignore_unavailable=True, allow_no_indices=True, wait_for_completion=True)
-        body = response.body
+        return self._deleted(response.body, "deleting samples")
+
+    def _deleted(self, body: dict, action: str) -> int:
+        """The count a delete_by_query answer gives; TelemetryUnavailable when it lists failures."""
         failures = body.get("failures") or []
         if failures:
             first = failures[0] if isinstance(failures[0], dict) else {}
             cause = first.get("cause") or {}
             raise TelemetryUnavailable(
-                f"Elasticsearch at {self.url}: deleting samples left {len(failures)} failure(s), first: "
+                f"Elasticsearch at {self.url}: {action} left {len(failures)} failure(s), first: "
                 f"{_one_line(cause.get('type', ''))}: {_one_line(cause.get('reason', first))}; "
                 f"deleted {body.get('deleted', 0)}")
         return int(body.get("deleted") or 0)
+
+    # -- job series ----------------------------------------------------------------------------
+
+    def _app_actions(self, batch: pd.DataFrame):
+        nanos = batch["ts"].astype("int64").to_numpy()
+        seconds = batch["ts"].dt.strftime("%Y-%m-%dT%H:%M:%S").to_numpy(object)
+        steps = batch["step"].to_numpy(object, na_value=None)
+        columns = (batch["cluster"].to_numpy(object), batch["job_id"].to_numpy("int64"),
+                   batch["name"].to_numpy(object), steps, batch["value"].to_numpy("float64"))
+        for cluster, job_id, name, step, value, ns, second in zip(*columns, nanos, seconds):
+            source = {"ts": f"{second}.{int(ns) % NS:09d}Z", "cluster": cluster, "job_id": int(job_id), "name": name,
+                      "value": float(value)}
+            if step is not None:
+                source["step"] = int(step)
+            yield {"_op_type": "index", "_index": self.app_index, "_id": app_document_id(cluster, job_id, name, ns),
+                   "_source": source}
+
+    def write_job_series(self, frame: pd.DataFrame) -> int:
+        if frame is None or len(frame) == 0:
+            return 0
+        batch = deduplicate_app(canonical_app(frame))
+        if self.manage_template and not self._app_template_ready:
+            self.ensure_app_template()
+        return self._bulk(self._app_actions(batch), len(batch), "writing job series (bulk)", self.app_index,
+                          "job series points")
+
+    def _app_query(self, cluster: str, job_id: int | None, names=None, lo: int | None = None,
+                   hi: int | None = None) -> dict:
+        filters = [{"term": {"cluster": str(cluster)}}]
+        if job_id is not None:
+            filters.append({"term": {"job_id": int(job_id)}})
+        if names is not None:
+            filters.append({"terms": {"name": list(names)}})
+        if lo is not None or hi is not None:
+            bounds = {"format": DATE_FORMAT}
+            if lo is not None:
+                bounds["gte"] = _iso(pd.Timestamp(lo, tz="UTC"))
+            if hi is not None:
+                bounds["lt"] = _iso(pd.Timestamp(hi, tz="UTC"))
+            filters.append({"range": {"ts": bounds}})
+        return {"bool": {"filter": filters}}
+
+    def read_job_series(self, cluster: str, job_id: int, names=None, start=None, end=None) -> pd.DataFrame:
+        lo, hi = app_window(start, end)
+        names = app_names(names)
+        if names is not None and not names:
+            return empty_app_frame()
+        query = self._app_query(cluster, int(job_id), names, lo, hi)
+        # (name, ts) is unique within one job: search_after on it pages without repeats or gaps
+        sort = [{"name": {"order": "asc"}}, {"ts": {"order": "asc", "numeric_type": "date_nanos"}}]
+        rows = {name: [] for name in ("ts", "cluster", "job_id", "name", "step", "value")}
+        with self._errors("reading job series", self.app_index):
+            after = None
+            while True:
+                extra = {"search_after": after} if after is not None else {}
+                response = self._reader.search(
+                    index=self.app_index, query=query, size=self.page_size, sort=sort,
+                    source=["cluster", "job_id", "name", "step", "value"], track_total_hits=False,
+                    ignore_unavailable=True, allow_partial_search_results=False, **extra)
+                body = response.body
+                self._check_shards(body, "reading job series")
+                hits = (body.get("hits") or {}).get("hits") or []
+                for hit in hits:
+                    source = hit.get("_source") or {}
+                    rows["ts"].append(int(hit["sort"][1]))
+                    for column in ("cluster", "job_id", "name", "step", "value"):
+                        rows[column].append(source.get(column))
+                if len(hits) < self.page_size:
+                    break
+                after = hits[-1]["sort"]
+        return app_frame_from_columns(rows["ts"], rows["cluster"], rows["job_id"], rows["name"], rows["step"],
+                                      [_float(v) for v in rows["value"]])
+
+    def delete_job_series(self, cluster: str, job_id: int | None = None) -> int:
+        query = self._app_query(cluster, None if job_id is None else int(job_id))
+        with self._errors("deleting job series", self.app_index):
+            response = self.client.delete_by_query(
+                index=self.app_index, query=query, conflicts="proceed", refresh=True, ignore_unavailable=True,
+                allow_no_indices=True, wait_for_completion=True)
+        return self._deleted(response.body, "deleting job series")
 
     def check(self) -> str:
         with self._errors("checking the server (GET /)"):
             info = self.client.info().body
         version = (info.get("version") or {}).get("number", "?")
         return (f"{self.name} {self.url}: ok (Elasticsearch {version}, cluster {info.get('cluster_name', '?')}; "
-                f"reads {self.read_pattern}, writes {self.index_prefix}-YYYY.MM.DD)")
+                f"reads {self.read_pattern}, writes {self.index_prefix}-YYYY.MM.DD, job series {self.app_index})")
 
     def clear(self, drop_template: bool = False) -> int:
-        """Delete this store's own daily indices (tests, demo reset); returns how many. Resolves the
-        names first, since Elasticsearch 8 refuses wildcard index deletion by default."""
-        with self._errors("deleting the store's indices", self.write_pattern):
-            resolved = self.client.indices.resolve_index(name=self.write_pattern, expand_wildcards="all").body
-            names = sorted(index["name"] for index in resolved.get("indices") or [])
+        """Delete this store's own daily indices and its job-series index (tests, demo reset); returns
+        how many. Resolves the names first, since Elasticsearch 8 refuses wildcard index deletion by
+        default (the job-series name goes in as a pattern too, so a missing one is no error)."""
+        patterns = f"{self.write_pattern},{self.app_index}*"
+        with self._errors("deleting the store's indices", patterns):
+            resolved = self.client.indices.resolve_index(name=patterns, expand_wildcards="all").body
+            owned = [index["name"] for index in resolved.get("indices") or []]
+            names = sorted(name for name in owned
+                           if name == self.app_index or fnmatch.fnmatchcase(name, self.write_pattern))
             for start in range(0, len(names), 50):
                 self.client.indices.delete(index=",".join(names[start:start + 50]), ignore_unavailable=True)
             if drop_template:
-                self.client.options(ignore_status=404).indices.delete_index_template(name=self.index_prefix)
-                self._template_ready = False
+                for template in (self.index_prefix, self.app_index):
+                    self.client.options(ignore_status=404).indices.delete_index_template(name=template)
+                self._template_ready = self._app_template_ready = False
         return len(names)
 
     def close(self) -> None:

@@ -14,6 +14,14 @@ Layout (all times are integer nanoseconds since the epoch, UTC, so nothing is ro
   divides the step, for the buckets wholly inside the window, and from raw samples for the partial
   buckets at its edges; percentiles always come from raw samples. A job's whole window at
   10-minute buckets is then a scan of a few hundred thousand rows instead of tens of millions.
+* ``app_series`` — job-scoped application series (``base.APP_COLUMNS``): (cluster, job_id, name,
+  ts, step, value), step NULL when unknown. Kept apart from ``samples``: no series id, no rollups
+  (a job's series are read whole or by window, a few hundred thousand points at most). Writing a
+  (cluster, job_id, name, ts) again replaces it: delete-then-insert in one transaction, as samples.
+
+Tables are created with ``CREATE TABLE IF NOT EXISTS`` when a process first opens the file, so a
+store written before a table existed gains it; ``SCHEMA_VERSION`` changes only for a layout an
+older file cannot grow into by adding tables.
 
 DuckDB lets one process at a time open a file for writing, and web workers, Celery workers and
 commands all use the store, so every operation opens the file, works in one transaction and closes
@@ -32,13 +40,14 @@ import numpy as np
 import pandas as pd
 
 from .base import (
-    COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, canonical, check_stats,
-    empty_frame, step_seconds, utc_from_ns,
+    COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, app_frame_from_columns,
+    app_names, app_window, canonical, canonical_app, check_stats, deduplicate_app, empty_app_frame, empty_frame,
+    step_seconds, utc_from_ns,
 )
 
 NS = 1_000_000_000
 ROLLUP_LEVELS = (60, 600, 3600)  # seconds; each level is built from the one before
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "2"  # not raised for app_series: CREATE TABLE IF NOT EXISTS adds it to a version-2 file
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS store_info (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -48,6 +57,9 @@ _SCHEMA = [
     *[f"""CREATE TABLE IF NOT EXISTS rollup_{level} (
         series INTEGER NOT NULL, field SMALLINT NOT NULL, bucket BIGINT NOT NULL,
         n BIGINT NOT NULL, total DOUBLE NOT NULL, lo DOUBLE NOT NULL, hi DOUBLE NOT NULL)""" for level in ROLLUP_LEVELS],
+    """CREATE TABLE IF NOT EXISTS app_series (
+        cluster VARCHAR NOT NULL, job_id BIGINT NOT NULL, name VARCHAR NOT NULL, ts BIGINT NOT NULL, step BIGINT,
+        value DOUBLE NOT NULL)""",
 ]
 
 
@@ -341,6 +353,75 @@ class EmbeddedBackend(TelemetryBackend):
                 raise
         return int(removed)
 
+    # -- job series ----------------------------------------------------------------------------
+
+    def write_job_series(self, frame: pd.DataFrame) -> int:
+        if frame is None or len(frame) == 0:
+            return 0
+        batch = deduplicate_app(canonical_app(frame))
+        rows = pd.DataFrame({
+            "cluster": batch["cluster"].to_numpy(object), "job_id": batch["job_id"].to_numpy("int64"),
+            "name": batch["name"].to_numpy(object), "ts": batch["ts"].astype("int64").to_numpy(),
+            "step": batch["step"].array, "value": batch["value"].to_numpy("float64")})
+        lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
+        with self._connect() as db:
+            db.register("app_batch", rows)
+            db.execute("BEGIN TRANSACTION")
+            try:
+                db.execute("""DELETE FROM app_series USING app_batch b
+                              WHERE app_series.ts BETWEEN ? AND ? AND app_series.ts = b.ts
+                                AND app_series.job_id = b.job_id AND app_series.cluster = b.cluster
+                                AND app_series.name = b.name""", [lo, hi])
+                db.execute("INSERT INTO app_series SELECT cluster, job_id, name, ts, step, value FROM app_batch")
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+            finally:
+                db.unregister("app_batch")
+        return len(rows)
+
+    def read_job_series(self, cluster: str, job_id: int, names=None, start=None, end=None) -> pd.DataFrame:
+        lo, hi = app_window(start, end)
+        names = app_names(names)
+        if names is not None and not names:
+            return empty_app_frame()
+        clauses, params = ["cluster = ?", "job_id = ?"], [str(cluster), int(job_id)]
+        if names is not None:
+            clauses.append("list_contains(?, name)")
+            params.append(list(names))
+        if lo is not None:
+            clauses.append("ts >= ?")
+            params.append(lo)
+        if hi is not None:
+            clauses.append("ts < ?")
+            params.append(hi)
+        with self._connect() as db:
+            found = db.execute(f"""SELECT ts, cluster, job_id, name, step, value FROM app_series
+                                   WHERE {' AND '.join(clauses)} ORDER BY name, ts""", params).fetchnumpy()
+        return app_frame_from_columns(found["ts"], found["cluster"], found["job_id"], found["name"], found["step"],
+                                      found["value"])
+
+    def delete_job_series(self, cluster: str, job_id: int | None = None) -> int:
+        clauses, params = ["cluster = ?"], [str(cluster)]
+        if job_id is not None:
+            clauses.append("job_id = ?")
+            params.append(int(job_id))
+        where = " AND ".join(clauses)
+        with self._connect() as db:
+            db.execute("BEGIN TRANSACTION")
+            try:
+                removed = db.execute(f"SELECT count(*) FROM app_series WHERE {where}", params).fetchone()[0]
+                if removed:
+                    db.execute(f"DELETE FROM app_series WHERE {where}", params)
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+        return int(removed)
+
+    # -- maintenance, continued ----------------------------------------------------------------
+
     def check(self) -> str:
         with self._connect() as db:
             rows = db.execute("SELECT count(*) FROM samples").fetchone()[0]
@@ -348,9 +429,9 @@ class EmbeddedBackend(TelemetryBackend):
         return f"{self.name} {self.file}: {rows:,} samples, {size / 2**20:,.1f} MiB"
 
     def clear(self) -> None:
-        """Remove everything (tests, demo reset)."""
+        """Remove everything, job series included (tests, demo reset)."""
         with self._connect() as db:
-            for table in ("samples", "series", *[f"rollup_{level}" for level in ROLLUP_LEVELS]):
+            for table in ("samples", "series", *[f"rollup_{level}" for level in ROLLUP_LEVELS], "app_series"):
                 db.execute(f"DELETE FROM {table}")
 
 
