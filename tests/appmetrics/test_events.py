@@ -1,0 +1,262 @@
+"""Dips in throughput and their causes (apps.appmetrics.events): synthetic jobs with planted dips.
+
+Each job is built here: 10-s logging of tokens/s with +-4 % uniform noise around 1.2 M tokens/s, a short
+warm-up at the start, and hardware evidence in 30-s buckets. The planted dips are known, so each test checks
+the times, the depth and the cause found against what was planted.
+"""
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from apps.appmetrics.events import Evidence, find_events
+
+T0 = pd.Timestamp("2026-01-05 08:00", tz="UTC")
+LOG_S, BUCKET_S = 10, 30
+USUAL = 1.2e6
+HOURS = 3
+
+
+def job(seed: int = 1, hours: float = HOURS, warmup: bool = True):
+    """(times, tokens/s) of a steady job: noise +-4 %, a 2-min warm-up from 20 % of the usual throughput."""
+    rng = np.random.default_rng(seed)
+    n = int(hours * 3600 / LOG_S)
+    times = T0 + pd.to_timedelta(np.arange(n) * LOG_S, unit="s")
+    values = USUAL * (1 + rng.uniform(-0.04, 0.04, n))
+    if warmup:
+        values[:12] *= np.linspace(0.2, 0.95, 12)
+    return times, values
+
+
+def buckets(hours: float = HOURS) -> np.ndarray:
+    n = int(hours * 3600 / BUCKET_S)
+    return np.asarray((T0 + pd.to_timedelta(np.arange(n) * BUCKET_S, unit="s")).tz_convert(None))
+
+
+def at(seconds: float) -> datetime:
+    return (T0 + pd.Timedelta(seconds=seconds)).to_pydatetime()
+
+
+def index(times, seconds: float) -> int:
+    return int(np.searchsorted(times.as_unit("ns").asi8, (T0 + pd.Timedelta(seconds=seconds)).value))
+
+
+def bucket_mask(seconds_from: float, seconds_to: float, hours: float = HOURS) -> np.ndarray:
+    starts = np.arange(int(hours * 3600 / BUCKET_S)) * BUCKET_S
+    return (starts >= seconds_from) & (starts < seconds_to)
+
+
+CHECKPOINTS = [1800 * k for k in range(1, 6)]  # every 30 min, 90 s each, throughput at 25 %
+
+
+def checkpoint_job(seed: int = 1):
+    times, values = job(seed)
+    for second in CHECKPOINTS:
+        first = index(times, second)
+        values[first:first + 9] = USUAL * 0.25 * (1 + np.random.default_rng(second).uniform(-0.04, 0.04, 9))
+    idle = np.zeros(int(HOURS * 3600 / BUCKET_S))
+    writes = np.zeros_like(idle)
+    for second in CHECKPOINTS:
+        inside = bucket_mask(second, second + 90)
+        idle[inside] = 0.97
+        writes[inside] = 36e9  # 36 GB per 30-s bucket: 1.2 GB/s
+    return times, values, Evidence(times=buckets(), step_s=BUCKET_S, idle_share=idle, write_bytes=writes)
+
+
+def test_a_steady_noisy_job_has_no_event():
+    for seed in range(5):
+        times, values = job(seed)
+        assert find_events(times, values, None) == []
+        assert find_events(times, values, Evidence(times=buckets(), step_s=BUCKET_S,
+                                                   idle_share=np.zeros(len(buckets())))) == []
+
+
+def test_checkpoints_with_idle_gpus_are_found_at_their_times_with_their_depth():
+    times, values, evidence = checkpoint_job()
+    events = find_events(times, values, evidence)
+    assert [event["kind"] for event in events] == ["checkpoint"] * 5
+    assert [event["start"] for event in events] == [at(second) for second in CHECKPOINTS]
+    assert [event["end"] for event in events] == [at(second + 90) for second in CHECKPOINTS]
+    for event in events:
+        assert event["dip"] == pytest.approx(0.75, abs=0.03)
+        assert "97 % of the GPUs idle together" in event["reason"]
+        assert "writes 1.2 GB/s to the file system" in event["reason"]
+        assert "for 90 s" in event["reason"]
+
+
+def test_a_checkpoint_marker_alone_explains_a_dip():
+    times, values, _ = checkpoint_job()
+    markers = [{"name": "event.checkpoint", "ts": at(second - 5), "value": 88.0} for second in CHECKPOINTS]
+    events = find_events(times, values, Evidence(times=buckets(), step_s=BUCKET_S, markers=markers))
+    assert [event["kind"] for event in events] == ["checkpoint"] * 5
+    assert "a checkpoint save started at 08:29:55 (event.checkpoint, took 88 s)" in events[0]["reason"]
+    assert "file system" not in events[0]["reason"]
+
+
+def test_a_throttled_gpu_from_the_first_hour_is_one_open_ended_throttling_event():
+    times, values = job()
+    values[index(times, 3600):] *= 0.9
+    bits = np.where(bucket_mask(3600, HOURS * 3600), 0x4, 0)  # DCGM SW power cap from 09:00
+    evidence = Evidence(times=buckets(), step_s=BUCKET_S, throttled={"nid001/0": np.zeros(len(bits), bool),
+                                                                     "nid002/3": bits})
+    events = find_events(times, values, evidence)
+    assert len(events) == 1
+    event = events[0]
+    assert (event["kind"], event["start"], event["end"]) == ("throttling", at(3600), None)
+    assert event["dip"] == pytest.approx(0.10, abs=0.025)
+    assert "nid002/3 throttled (power cap) from 09:00:00" in event["reason"]
+    assert "to the end of the data" in event["reason"]
+
+
+def test_a_gpu_throttled_all_along_does_not_explain_a_dip_that_starts_later():
+    times, values = job()
+    values[index(times, 3600):] *= 0.9
+    always = np.full(len(buckets()), 0x40)  # thermal, from the start
+    events = find_events(times, values, Evidence(times=buckets(), step_s=BUCKET_S, throttled={"nid002/3": always}))
+    assert [(event["kind"], event["reason"].split(";")[0]) for event in events] == [
+        ("unknown", "no hardware signal explains it")]
+
+
+def test_a_straggler_onset_is_named_and_wins_over_throttling():
+    times, values = job()
+    values[index(times, 3600):] *= 0.88
+    stragglers = [{"label": "nid004/2", "start": at(3570), "reason": "SM clock 1410 MHz against 1980 MHz of its peers"}]
+    throttled = {"nid004/2": np.where(bucket_mask(3600, HOURS * 3600), True, False)}
+    events = find_events(times, values, Evidence(times=buckets(), step_s=BUCKET_S, stragglers=stragglers,
+                                                 throttled=throttled))
+    assert [(event["kind"], event["start"], event["end"]) for event in events] == [("straggler", at(3600), None)]
+    assert "nid004/2 straggles from 08:59:30: SM clock 1410 MHz against 1980 MHz of its peers" in events[0]["reason"]
+
+
+def test_a_straggler_that_began_long_before_the_dip_does_not_explain_it():
+    times, values = job()
+    values[index(times, 3600):] *= 0.88
+    stragglers = [{"label": "nid004/2", "start": at(600), "reason": "slow"}]
+    events = find_events(times, values, Evidence(times=buckets(), step_s=BUCKET_S, stragglers=stragglers))
+    assert [event["kind"] for event in events] == ["unknown"]
+
+
+def eval_job():
+    """A 5-min evaluation phase at 09:15 (throughput at 40 %) in a job whose GPUs stay busy."""
+    times, values = job()
+    first = index(times, 4500)
+    values[first:first + 30] *= 0.4
+    n = len(buckets())
+    tensor = np.full(n, 0.55)
+    dram = np.full(n, 0.30)
+    inside = bucket_mask(4500, 4800)
+    tensor[inside], dram[inside] = 0.25, 0.50
+    return times, values, n, tensor, dram
+
+
+def test_an_evaluation_phase_is_found_by_its_hardware_pattern():
+    times, values, n, tensor, dram = eval_job()
+    evidence = Evidence(times=buckets(), step_s=BUCKET_S, idle_share=np.full(n, 0.02), tensor_active=tensor,
+                        dram_active=dram)
+    events = find_events(times, values, evidence)
+    assert [(event["kind"], event["start"], event["end"]) for event in events] == [
+        ("evaluation", at(4500), at(4800))]
+    assert events[0]["dip"] == pytest.approx(0.6, abs=0.03)
+    assert "tensor activity down to 25 % (usually 55 %) and DRAM up to 50 % (usually 30 %)" in events[0]["reason"]
+
+
+def test_an_evaluation_marker_explains_a_dip_without_hardware_data():
+    times, values, *_ = eval_job()
+    markers = [{"name": "event.evaluation", "ts": np.datetime64("2026-01-05T09:15:00"), "value": 1}]
+    events = find_events(times, values, Evidence(times=buckets(), step_s=BUCKET_S, markers=markers))
+    assert [event["kind"] for event in events] == ["evaluation"]
+    assert "an evaluation phase started at 09:15:00 (event.evaluation)" in events[0]["reason"]
+
+
+def test_busy_gpus_without_the_evaluation_pattern_are_not_an_evaluation():
+    times, values, n, tensor, dram = eval_job()
+    evidence = Evidence(times=buckets(), step_s=BUCKET_S, idle_share=np.full(n, 0.02),
+                        tensor_active=np.full(n, 0.55), dram_active=np.full(n, 0.30))
+    assert [event["kind"] for event in find_events(times, values, evidence)] == ["unknown"]
+
+
+def test_a_gap_in_the_data_followed_by_a_warm_up_is_a_restart():
+    times, values = job()
+    keep = np.ones(len(values), dtype=bool)
+    keep[index(times, 5400):index(times, 6000)] = False  # no data 09:30-09:40: the job died and was requeued
+    after = index(times, 6000)
+    values[after:after + 12] *= np.linspace(0.1, 0.8, 12)
+    events = find_events(times[keep], values[keep], None)
+    assert len(events) == 1
+    event = events[0]
+    assert (event["kind"], event["start"], event["end"]) == ("restart", at(5390), at(6120))
+    assert "no data for 10 min after 09:29:50" in event["reason"]
+    assert event["dip"] > 0.8  # 10 min of nothing and 2 min of warm-up out of 12 min
+
+
+def test_a_restart_marker_in_a_gap_is_a_restart_even_when_throughput_returns_at_once():
+    times, values = job()
+    keep = np.ones(len(values), dtype=bool)
+    keep[index(times, 5400):index(times, 6000)] = False
+    markers = [{"name": "event.restart", "ts": "2026-01-05T09:39:30Z", "value": 1}]
+    events = find_events(times[keep], values[keep], Evidence(times=buckets(), step_s=BUCKET_S, markers=markers))
+    assert [(event["kind"], event["start"], event["end"]) for event in events] == [
+        ("restart", at(5390), at(6000))]
+    assert "the application restarted at 09:39:30 (event.restart)" in events[0]["reason"]
+    assert events[0]["dip"] == 1.0
+    # without the marker a gap alone (the logging lapsed, throughput as usual) is no event
+    assert find_events(times[keep], values[keep], None) == []
+
+
+@pytest.mark.parametrize("evidence", [
+    None,
+    Evidence(times=buckets(), step_s=BUCKET_S, idle_share=np.full(len(buckets()), np.nan),
+             tensor_active=np.full(len(buckets()), np.nan), dram_active=np.full(len(buckets()), np.nan),
+             write_bytes=np.full(len(buckets()), np.nan), throttled={"nid001/0": np.full(len(buckets()), np.nan)}),
+    Evidence(times=buckets(), step_s=BUCKET_S, idle_share=np.zeros(7)),  # wrong length: not used
+    Evidence(times=np.array([], dtype="datetime64[ns]"), step_s=BUCKET_S),
+])
+def test_missing_evidence_gives_unknown_not_a_crash(evidence):
+    times, values, _ = checkpoint_job()
+    events = find_events(times, values, evidence)
+    assert [event["kind"] for event in events] == ["unknown"] * 5
+    assert all(event["reason"].startswith("no hardware signal explains it; ") for event in events)
+
+
+def test_unsorted_and_duplicate_samples_give_the_same_events():
+    times, values, evidence = checkpoint_job()
+    expected = find_events(times, values, evidence)
+    order = np.random.default_rng(7).permutation(len(values))
+    doubled = np.concatenate([order, order[:200]])  # 200 samples twice, same value
+    shuffled = find_events(times[doubled], values[doubled], evidence)
+    assert shuffled == expected
+    with_nan = values.copy()
+    with_nan[::50] = np.nan
+    assert [event["kind"] for event in find_events(times, with_nan, evidence)] == ["checkpoint"] * 5
+
+
+def test_first_match_wins_a_checkpoint_marker_before_a_straggler():
+    times, values, evidence = checkpoint_job()
+    evidence.stragglers = [{"label": "nid004/2", "start": at(1800), "reason": "slow"}]
+    events = find_events(times, values, evidence)
+    assert events[0]["kind"] == "checkpoint"
+
+
+def test_a_long_series_of_a_hundred_thousand_samples():
+    rng = np.random.default_rng(3)
+    n = 100_000
+    times = T0 + pd.to_timedelta(np.arange(n) * LOG_S, unit="s")
+    values = USUAL * (1 + rng.uniform(-0.04, 0.04, n))
+    values[50_000:50_009] = 0.0
+    events = find_events(times, values, None)
+    assert [(event["start"], event["dip"]) for event in events] == [(at(500_000), 1.0)]
+
+
+def test_too_few_samples_and_mismatched_lengths():
+    times, values = job(hours=0.1, warmup=False)
+    assert find_events(times[:4], values[:4], None) == []
+    with pytest.raises(ValueError, match="3 times but 2 throughput values"):
+        find_events(times[:3], values[:2], None)
+
+
+def test_starts_are_timezone_aware_utc_datetimes():
+    times, values, evidence = checkpoint_job()
+    naive = np.asarray(times.tz_convert(None))  # naive datetime64 means UTC
+    events = find_events(naive, values, evidence)
+    assert events[0]["start"] == datetime(2026, 1, 5, 8, 30, tzinfo=timezone.utc)
