@@ -56,6 +56,20 @@ if os.environ.get("ELASTICSEARCH_URL"):
         assert index["mappings"]["properties"]["ts"]["type"] == "date_nanos"
         assert index["mappings"]["properties"]["field"]["type"] == "integer"
 
+    def test_the_job_series_index_has_its_own_strict_mapping_and_no_sample_read_sees_it(backend):
+        from tests.telemetry.contract import app_synthetic
+
+        backend.write(synthetic(minutes=1))
+        backend.write_job_series(app_synthetic())
+        mapping = backend.client.indices.get_mapping(index=backend.app_index).body
+        (index,) = mapping.values()
+        assert index["mappings"]["dynamic"] == "strict"
+        assert {name: spec["type"] for name, spec in index["mappings"]["properties"].items()} == {
+            "ts": "date_nanos", "cluster": "keyword", "job_id": "long", "name": "keyword", "step": "long",
+            "value": "double"}
+        resolved = backend.client.indices.resolve_index(name=backend.write_pattern).body
+        assert backend.app_index not in {entry["name"] for entry in resolved["indices"]}
+
     def test_a_sites_own_indices_with_a_field_map_and_field_names():
         """Documents as an exporter pipeline writes them: ``@timestamp`` a millisecond ``date``, the
         host in an object, the DCGM field by name (legacy and 4.6), no cluster field."""

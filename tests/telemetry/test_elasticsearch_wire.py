@@ -34,11 +34,13 @@ import pandas as pd
 import pytest
 
 from apps.telemetry.backends.base import (
-    COLUMNS, STATS, Query, TelemetryUnavailable, aggregate_frame, latest_frame, sort_samples,
+    APP_COLUMNS, COLUMNS, STATS, Query, TelemetryUnavailable, aggregate_frame, latest_frame, sort_samples,
 )
 from apps.telemetry.backends.elasticsearch import BulkWriteError, ElasticsearchBackend
 
-from .contract import T0, BackendContract, assert_frames_equal, synthetic
+from .contract import (
+    T0, BackendContract, app_synthetic, assert_app_frames_equal, assert_frames_equal, sorted_app, synthetic,
+)
 
 DATA = Path(__file__).parent / "data" / "elasticsearch"
 PIT_ID = json.loads((DATA / "pit_open.json").read_text())["id"]
@@ -517,14 +519,18 @@ def _closed_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.parametrize("call", ["check", "write", "read", "aggregate", "latest", "delete"])
+@pytest.mark.parametrize("call", ["check", "write", "read", "aggregate", "latest", "delete", "write_job_series",
+                                  "read_job_series", "delete_job_series"])
 def test_connection_refused_is_telemetry_unavailable_naming_the_url(call):
     url = f"http://127.0.0.1:{_closed_port()}"
     backend = ElasticsearchBackend(url=url, request_timeout=2)
     query = Query(start=T0, end=T0 + timedelta(hours=1))
     calls = {"check": lambda: backend.check(), "write": lambda: backend.write(three_samples()),
              "read": lambda: backend.read(query), "aggregate": lambda: backend.aggregate(query, 60),
-             "latest": lambda: backend.latest(query), "delete": lambda: backend.delete(query)}
+             "latest": lambda: backend.latest(query), "delete": lambda: backend.delete(query),
+             "write_job_series": lambda: backend.write_job_series(three_points()),
+             "read_job_series": lambda: backend.read_job_series("alps", 1),
+             "delete_job_series": lambda: backend.delete_job_series("alps", 1)}
     with pytest.raises(TelemetryUnavailable) as caught:
         calls[call]()
     message = str(caught.value)
@@ -811,3 +817,141 @@ def test_site_indices_with_a_field_map_and_field_names(fake):
     sources = fake.sent("POST", "/dcgm-\\*/_search")[0].body["aggs"]["series"]["composite"]["sources"]
     assert [list(s)[0] for s in sources] == ["bucket", "host", "gpu", "field"]  # no cluster field to group by
     assert backend.latest(Query(start=T0, end=T0 + timedelta(minutes=1)))["value"].tolist() == [300.0, 0.7]
+
+
+# -- job series ---------------------------------------------------------------------------------
+
+
+def expected_app_id(cluster, job_id, name, ts_ns) -> str:
+    """The job-series document id scheme, written out independently of the backend."""
+    return hashlib.blake2b(f"{cluster}\x1f{job_id}\x1f{name}\x1f{ts_ns}".encode(), digest_size=16).hexdigest()
+
+
+def three_points() -> pd.DataFrame:
+    return pd.DataFrame({
+        "ts": pd.to_datetime(["2026-11-21T10:00:00.123456789Z", "2026-11-21T10:00:30Z", "2026-11-21T10:01:00Z"],
+                             utc=True, format="ISO8601"),
+        "cluster": "alps", "job_id": 4242, "name": ["loss", "loss", "event.checkpoint"],
+        "step": pd.array([100, 101, None], dtype="Int64"), "value": [2.5, 2.25, 31.0]})
+
+
+def test_job_series_write_installs_their_own_template_once_and_bulk_indexes_deterministic_ids(fake, store):
+    assert store.write_job_series(three_points()) == 3
+    (put,) = fake.sent("PUT", "/_index_template/belvedere-telemetry_app")
+    assert not fake.sent("PUT", "/_index_template/belvedere-telemetry")  # the samples' template is not needed
+    assert put.body["index_patterns"] == ["belvedere-telemetry_app"]  # outside belvedere-telemetry-*
+    mappings = put.body["template"]["mappings"]
+    assert mappings["dynamic"] == "strict"
+    assert {name: spec["type"] for name, spec in mappings["properties"].items()} == {
+        "ts": "date_nanos", "cluster": "keyword", "job_id": "long", "name": "keyword", "step": "long",
+        "value": "double"}
+    (bulk,) = fake.sent("PUT", "/_bulk")
+    assert bulk.query["refresh"] == ["wait_for"]
+    actions, sources = bulk.ndjson[0::2], bulk.ndjson[1::2]
+    assert actions == [{"index": {"_index": "belvedere-telemetry_app",
+                                  "_id": expected_app_id("alps", 4242, name, ns)}}
+                       for name, ns in (("loss", 1795255200123456789), ("loss", 1795255230000000000),
+                                        ("event.checkpoint", 1795255260000000000))]
+    assert sources[0] == {"ts": "2026-11-21T10:00:00.123456789Z", "cluster": "alps", "job_id": 4242, "name": "loss",
+                          "step": 100, "value": 2.5}
+    assert "step" not in sources[2]  # unknown: left out, not null
+    # re-sending: the same ids again, no second template
+    assert store.write_job_series(three_points()) == 3
+    assert fake.sent("PUT", "/_bulk")[1].ndjson[0::2] == actions
+    assert len(fake.sent("PUT", "/_index_template/.*")) == 1 and len(fake.docs) == 3
+
+
+def test_job_series_read_is_a_sorted_search_on_their_index_paged_with_search_after(fake):
+    backend = make_backend(fake, page_size=4)
+    data = app_synthetic(points=5)  # 2 series x 5 points + 1 marker, one job
+    backend.write_job_series(data)
+    backend.write_job_series(app_synthetic(job_id=7, points=3))  # another job: filtered out
+    out = backend.read_job_series("alps", 4242, names=["loss", "tokens_per_s"], start=T0,
+                                  end=T0 + timedelta(minutes=10))
+    searches = fake.sent("POST", "/belvedere-telemetry_app/_search")
+    assert len(searches) == 3 and not fake.sent("POST", ".*/_pit")  # 10 hits, 4 per page
+    first, second, third = (s.body for s in searches)
+    assert first["query"] == {"bool": {"filter": [
+        {"term": {"cluster": "alps"}}, {"term": {"job_id": 4242}}, {"terms": {"name": ["loss", "tokens_per_s"]}},
+        {"range": {"ts": {"format": "strict_date_optional_time_nanos", "gte": "2026-11-21T10:00:00.000000000Z",
+                          "lt": "2026-11-21T10:10:00.000000000Z"}}}]}}
+    assert first["sort"] == [{"name": {"order": "asc"}}, {"ts": {"order": "asc", "numeric_type": "date_nanos"}}]
+    assert first["size"] == 4 and first["track_total_hits"] is False and "search_after" not in first
+    assert searches[0].query["ignore_unavailable"] == ["true"]
+    assert second["search_after"] == searches[0].response["hits"]["hits"][-1]["sort"]
+    assert third["search_after"] == searches[1].response["hits"]["hits"][-1]["sort"]
+    assert searches[0].response["hits"]["hits"][0]["sort"] == ["loss", 1795255200000000000]
+    expected = data[data.name != "event.checkpoint"]
+    assert_app_frames_equal(out, sorted_app(expected))
+
+
+def test_job_series_with_open_bounds_send_only_the_bounds_given(fake, store):
+    store.write_job_series(three_points())
+    out = store.read_job_series("alps", 4242, start="2026-11-21T10:00:30Z")
+    assert out["value"].tolist() == [31.0, 2.25]  # event.checkpoint sorts before loss
+    body = fake.sent("POST", "/belvedere-telemetry_app/_search")[0].body
+    assert body["query"]["bool"]["filter"][2:] == [
+        {"range": {"ts": {"format": "strict_date_optional_time_nanos", "gte": "2026-11-21T10:00:30.000000000Z"}}}]
+    assert store.read_job_series("alps", 4242)["ts"].astype("int64").tolist()[1] == 1795255200123456789
+
+
+def test_job_series_of_a_store_that_has_none_yet_read_as_empty(fake, store):
+    out = store.read_job_series("alps", 1)
+    assert out.empty and list(out.columns) == APP_COLUMNS
+    assert store.delete_job_series("alps") == 0
+
+
+def test_delete_job_series_is_delete_by_query_on_their_index(fake, store):
+    store.write_job_series(pd.concat([three_points(), three_points().assign(job_id=5)], ignore_index=True))
+    assert store.delete_job_series("alps", 5) == 3
+    assert store.delete_job_series("alps") == 3
+    first, second = fake.sent("POST", "/belvedere-telemetry_app/_delete_by_query")
+    assert first.body == {"query": {"bool": {"filter": [{"term": {"cluster": "alps"}}, {"term": {"job_id": 5}}]}}}
+    assert second.body == {"query": {"bool": {"filter": [{"term": {"cluster": "alps"}}]}}}
+    assert first.query["conflicts"] == ["proceed"] and first.query["refresh"] == ["true"]
+    assert fake.docs == {}
+
+
+def test_failed_job_series_bulk_items_raise_naming_them(fake, store):
+    documented = fixture("bulk_errors.json")
+    ok, failed = fixture("bulk_ok.json")["items"][0], documented["items"][0]["update"]
+    fake.answer("PUT", "/_bulk", 200, fill(documented, items=[ok, ok, {"index": failed}]))
+    with pytest.raises(BulkWriteError) as caught:
+        store.write_job_series(three_points())
+    assert "1 of 3 job series points were not written" in str(caught.value)
+    assert "document_missing_exception" in str(caught.value) and caught.value.failed == 1
+
+
+def test_an_invalid_job_series_frame_is_refused_before_any_request(fake, store):
+    data = three_points()
+    data.loc[1, "name"] = "bad name"
+    with pytest.raises(ValueError, match="row 1, column 'name'"):
+        store.write_job_series(data)
+    assert fake.requests == []
+
+
+def test_clear_deletes_the_job_series_index_and_template_too(fake, store):
+    store.write(three_samples())
+    store.write_job_series(three_points())
+    assert store.clear(drop_template=True) == 3
+    assert fake.sent("DELETE", "/belvedere-telemetry-2026.11.21,belvedere-telemetry-2026.11.22,"
+                               "belvedere-telemetry_app")
+    assert fake.docs == {} and fake.templates == {}
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"app_index": "belvedere-telemetry-app"}, "falls under the sample indices belvedere-telemetry-\\*"),
+    ({"app_index": "Jobs"}, "app_index 'Jobs' is not a valid index name"),
+    ({"read_index_pattern": "belvedere-*"}, "falls under the sample indices belvedere-\\*"),
+])
+def test_a_job_series_index_that_sample_patterns_would_reach_is_refused(fake, options, message):
+    with pytest.raises(TelemetryUnavailable, match=message):
+        make_backend(fake, **options)
+
+
+def test_a_chosen_job_series_index_is_used(fake):
+    backend = make_backend(fake, app_index="site-jobs-metrics")
+    backend.write_job_series(three_points())
+    assert fake.sent("PUT", "/_index_template/site-jobs-metrics")
+    assert {doc.index for doc in fake.docs.values()} == {"site-jobs-metrics"}
+    assert len(backend.read_job_series("alps", 4242)) == 3

@@ -7,7 +7,7 @@ import pytest
 from apps.telemetry.backends.base import Query, TelemetryUnavailable
 from apps.telemetry.backends.embedded import EmbeddedBackend
 
-from .contract import T0, BackendContract, synthetic
+from .contract import T0, BackendContract, app_synthetic, assert_app_frames_equal, sorted_app, synthetic
 
 
 @pytest.fixture
@@ -76,3 +76,33 @@ def test_an_unwritable_path_is_a_clear_error(tmp_path):
     blocker.write_text("not a folder")
     with pytest.raises(TelemetryUnavailable, match=str(blocker)):
         EmbeddedBackend(path=str(blocker / "telemetry")).check()
+
+
+def test_a_store_file_from_before_job_series_gains_their_table_and_keeps_its_samples(tmp_path):
+    """A file written before ``app_series`` existed (same schema version, no such table) opens, keeps
+    its samples, and takes job series."""
+    import duckdb
+
+    path = str(tmp_path / "telemetry")
+    old = EmbeddedBackend(path=path)
+    samples = synthetic(minutes=2)
+    old.write(samples)
+    connection = duckdb.connect(str(old.file))
+    connection.execute("DROP TABLE app_series")
+    tables = {row[0] for row in connection.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    connection.close()
+    assert "app_series" not in tables and "samples" in tables
+
+    store = EmbeddedBackend(path=path)  # a new process's first open
+    assert len(store.read(Query(start=T0, end=T0 + timedelta(hours=1)))) == len(samples)
+    series = app_synthetic()
+    assert store.write_job_series(series) == len(series)
+    assert_app_frames_equal(store.read_job_series("alps", 4242), sorted_app(series))
+
+
+def test_clear_removes_job_series_too(backend):
+    backend.write(synthetic(minutes=1))
+    backend.write_job_series(app_synthetic())
+    backend.clear()
+    assert backend.read_job_series("alps", 4242).empty
+    assert backend.read(Query(start=T0, end=T0 + timedelta(hours=1))).empty

@@ -229,6 +229,8 @@ def canonical_app(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _bad_row(column: str, row: int, value, problem: str) -> ValueError:
+    if isinstance(value, np.generic):
+        value = value.item()  # 1.0, not np.float64(1.0)
     return ValueError(f"job series row {row}, column {column!r}: {value!r} {problem}")
 
 
@@ -292,8 +294,8 @@ def _app_integers(column: pd.Series, name: str, *, nullable: bool) -> pd.Series:
     if wrong.any():
         row = _first(wrong)
         raise _bad_row(name, row, column.iloc[row], "is not an integer >= 0")
-    if pd.api.types.is_integer_dtype(numbers.dtype) and not absent.any():
-        values = numbers.to_numpy("int64")  # exact beyond 2**53, where a float would round
+    if pd.api.types.is_integer_dtype(numbers.dtype):
+        values = numbers.to_numpy("int64", na_value=0)  # exact beyond 2**53, where a float would round
     else:
         values = finite.astype("int64")
     result = pd.array(values, dtype="Int64")
