@@ -15,9 +15,9 @@ Finding dips (all thresholds relative to the *baseline*):
   mean, so a dip reads about a point deeper than planted.
 * A sample is *low* when ``smooth`` is ``ENTER`` (12 %) or more below the baseline, or the sample itself is
   ``DEEP`` (30 %) below (a pause shorter than two logging intervals). A dip is a run of samples under the
-  weaker ``EXIT`` threshold (5 % below; sample and ``smooth`` both) that holds at least one low sample (hysteresis: a shifted level
-  whose noise crosses 12 % now and then stays one dip). Dips fewer than ``MERGE`` (2) samples apart are
-  merged. Noise of +-4 % gives no dip.
+  weaker ``EXIT`` threshold (5 % below; sample and ``smooth`` both) that holds at least one low sample
+  (hysteresis: a shifted level whose noise crosses 12 % now and then stays one dip). Dips fewer than
+  ``MERGE`` (2) samples apart are merged. Noise of +-4 % gives no dip.
 * Warm-up is not an event: samples before ``smooth`` first reaches the EXIT level are skipped.
 * A gap in the data longer than ``GAP_FACTOR`` (5) logging intervals (and at least a minute) followed by a
   dip (a restart's warm-up) joins that dip, which then starts at the last sample before the gap; a gap with
