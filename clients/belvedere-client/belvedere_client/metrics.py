@@ -284,7 +284,9 @@ class MetricsClient:
         except urllib.error.HTTPError as error:
             detail = _error_detail(error)
             self.last_error = "HTTP {} from {}: {}".format(error.code, self.config.endpoint, detail)
-            if error.code in (408, 425, 429) or error.code >= 500:
+            # 404: the portal may not know the job yet (it learns of jobs from Slurm a little later); 408/429/5xx:
+            # it is busy or restarting. Anything else (400, 401, 403, 413, ...) will not change: drop the batch.
+            if error.code in (404, 408, 425, 429) or error.code >= 500:
                 return "retry"
             self._warn_once("refused-{}".format(error.code), "the portal refused a batch of {} rows ({}); it is dropped"
                             .format(len(batch), self.last_error))
