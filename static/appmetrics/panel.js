@@ -1,0 +1,136 @@
+// The job page's "Training throughput" panel (templates/appmetrics/_job_section.html).
+//
+// The figure loads as JSON from `data-figure-url` (the job page's panel-figure endpoint) when it comes near
+// the viewport: {data, layout, coverage, events}. While the job runs (`data-live="true"`) it is fetched again
+// every `data-live-seconds` and redrawn in place with Plotly.react; the layout's uirevision keeps the zoom and
+// the hidden legend entries. The coverage line under the heading follows: first and last row, how long ago.
+(() => {
+  "use strict";
+  const config = { responsive: true, displaylogo: false, scrollZoom: false };
+
+  const plotlyReady = () => new Promise((resolve, reject) => {
+    if (typeof Plotly !== "undefined") { resolve(); return; }
+    const started = Date.now();
+    const wait = setInterval(() => {
+      if (typeof Plotly !== "undefined") { clearInterval(wait); resolve(); }
+      else if (Date.now() - started > 60000) { clearInterval(wait); reject(new Error("the plotting library did not load")); }
+    }, 25);
+  });
+
+  function ago(seconds) {
+    if (seconds < 60) return `${Math.max(0, Math.round(seconds))} s`;
+    const minutes = Math.round(seconds / 60);
+    if (minutes < 60) return `${minutes} min`;
+    const hours = Math.floor(minutes / 60);
+    return minutes % 60 ? `${hours} h ${minutes % 60} min` : `${hours} h`;
+  }
+
+  const hhmm = (iso) => new Date(iso).toISOString().slice(11, 16);
+
+  function coverageWords(holder, coverage, live) {
+    if (!holder || !coverage || !coverage.last) return;
+    const late = (Date.now() - new Date(coverage.last).getTime()) / 1000;
+    const rows = Number(coverage.rows || 0).toLocaleString("en-US");
+    let state = "complete";
+    let words = `Application metrics: ${rows} row${coverage.rows === 1 ? "" : "s"} from ${hhmm(coverage.first)} to ${hhmm(coverage.last)} UTC`;
+    if (live) {
+      state = late <= 300 ? "live" : late <= 1800 ? "lagging" : "stale";
+      words += `, the last ${ago(late)} ago.`;
+    } else {
+      // A finished job keeps the server's words (it knows when the job ended); only the counts are refreshed.
+      const shown = holder.querySelector(".status");
+      if (shown) state = shown.textContent.trim();
+      words = holder.dataset.words || `${words}.`;
+    }
+    const level = state === "live" || state === "complete" ? "ok" : state === "stale" ? "fail" : "warn";
+    const status = document.createElement("span");
+    status.className = `status status--${level}`;
+    status.textContent = state;
+    holder.replaceChildren(status, document.createTextNode(` ${words}`));
+    holder.dataset.last = coverage.last;
+  }
+
+  function init(element) {
+    const coverage = document.getElementById("appmetrics-coverage");
+    const live = element.dataset.live === "true";
+    let controller = null;
+    let etag = null;
+    let body = null;
+
+    function problem(message) {
+      element.setAttribute("data-rendered", "error");
+      const note = document.createElement("p");
+      note.className = "empty";
+      note.setAttribute("role", "status");
+      note.textContent = `The training curves could not be loaded: ${message}`;
+      element.replaceChildren(note);
+    }
+
+    async function draw({ again = false } = {}) {
+      if (controller) controller.abort();
+      controller = new AbortController();
+      let response;
+      try {
+        response = await fetch(element.dataset.figureUrl, { headers: { Accept: "application/json" }, cache: "no-cache",
+                                                            credentials: "same-origin", signal: controller.signal });
+        if (again && response.status === 304) return;
+        if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+        const next = response.headers.get("ETag");
+        if (again && next && next === etag) return;
+        etag = next;
+        body = await response.json();
+        await plotlyReady();
+      } catch (error) {
+        if (error.name === "AbortError") return;
+        if (!again) problem(error.message); // a live round that fails leaves the drawn figure; the next one tries again
+        return;
+      }
+      if (!body.data || !body.data.length) {
+        const note = document.createElement("p");
+        note.className = "empty";
+        note.setAttribute("role", "status");
+        note.textContent = body.reason ? `Nothing to draw: ${body.reason}.` : "Nothing to draw yet.";
+        element.replaceChildren(note);
+        element.setAttribute("data-rendered", "empty");
+        return;
+      }
+      if (element.querySelector(".skeleton, .empty")) element.replaceChildren();
+      await Plotly.react(element, body.data, { ...body.layout, uirevision: body.layout.uirevision || element.id }, config);
+      element.setAttribute("data-rendered", "true");
+      element.setAttribute("data-events", String((body.events || []).length));
+      element.setAttribute("data-updated", String(Date.now()));
+      coverageWords(coverage, body.coverage, live);
+    }
+
+    if (coverage) coverage.dataset.words = (coverage.textContent || "").replace(/^\s*\S+\s+/, "").trim();
+    let started = false;
+    const start = () => { if (!started) { started = true; draw(); } };
+    if ("IntersectionObserver" in window) {
+      const observer = new IntersectionObserver((entries) => {
+        if (entries.some((entry) => entry.isIntersecting)) { observer.disconnect(); start(); }
+      }, { rootMargin: "300px 0px" });
+      observer.observe(element);
+    } else {
+      start();
+    }
+    if (live) {
+      const seconds = Number(element.dataset.liveSeconds) || 30;
+      setInterval(() => {
+        if (document.visibilityState !== "visible" || !started) return;
+        draw({ again: true });
+      }, seconds * 1000);
+    }
+    window.BelvedereAppMetrics = { redraw: () => draw({ again: true }) };
+  }
+
+  function wire() {
+    const element = document.getElementById("appmetrics-figure");
+    if (element && !element.dataset.wired) {
+      element.dataset.wired = "true";
+      init(element);
+    }
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wire);
+  else wire();
+})();
