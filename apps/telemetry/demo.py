@@ -56,7 +56,8 @@ def _store():
 def reset() -> None:
     try:
         store = _store()
-        store.delete(Query(start=timezone.now() - timedelta(days=60), end=timezone.now() + timedelta(days=1), cluster=DEMO_CLUSTER))
+        now = timezone.now()
+        store.delete(Query(start=now - timedelta(days=60), end=now + timedelta(days=1), cluster=DEMO_CLUSTER))
         store.delete_job_series(DEMO_CLUSTER)  # the demo jobs' application series (apps.appmetrics)
     except TelemetryUnavailable:
         pass  # nothing to remove from a store that is not there

@@ -38,7 +38,8 @@ def app_synthetic(cluster="alps", job_id=4242, names=("loss", "tokens_per_s"), p
     rows = []
     for name in names:
         for i in range(points):
-            ts = pd.Timestamp(start) + pd.Timedelta(seconds=i * every_s) + pd.Timedelta(nanoseconds=(i % 2) * 123_456_789)
+            offset = pd.Timedelta(seconds=i * every_s) + pd.Timedelta(nanoseconds=(i % 2) * 123_456_789)
+            ts = pd.Timestamp(start) + offset
             rows.append({"ts": ts, "cluster": cluster, "job_id": job_id, "name": name, "step": 100 + i,
                          "value": float(round(rng.random(), 6) * (1e5 if name == "tokens_per_s" else 10))})
     for name in markers:
@@ -208,8 +209,8 @@ class BackendContract:
         backend.write_job_series(changed)
         expected = data.copy()
         expected.loc[changed.index, "value"] = -3.0
-        expected["step"] = pd.array([{0: None, 1: 9, len(data) - 1: 11}.get(i, step) for i, step in enumerate(data["step"])],
-                                    dtype="Int64")
+        new_steps = {0: None, 1: 9, len(data) - 1: 11}
+        expected["step"] = pd.array([new_steps.get(i, step) for i, step in enumerate(data["step"])], dtype="Int64")
         assert_app_frames_equal(backend.read_job_series("alps", 4242), sorted_app(expected))
         point = data.iloc[[3]]
         assert backend.write_job_series(pd.concat([point.assign(value=1.0), point.assign(value=2.0)])) == 1
@@ -225,7 +226,8 @@ class BackendContract:
         assert_app_frames_equal(backend.read_job_series("alps", 4242, names="tokens_per_s"),
                                 sorted_app(data[data.name == "tokens_per_s"]))
         both = ("event.checkpoint", "loss")
-        assert_app_frames_equal(backend.read_job_series("alps", 4242, names=both), sorted_app(data[data.name.isin(both)]))
+        assert_app_frames_equal(backend.read_job_series("alps", 4242, names=both),
+                                sorted_app(data[data.name.isin(both)]))
         for nothing in ([], ["no_such_series"]):
             out = backend.read_job_series("alps", 4242, names=nothing)
             assert out.empty and list(out.columns) == APP_COLUMNS
