@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from apps.core import views as core_views
 from apps.core.api.views import ApiRootView
 
-API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", "vetting", "edf", "namespaces", "catalog", "system",
+API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", "vetting", "edf", "namespaces", "catalog", "appmetrics", "system",
             "reports", "triage", "notifications"]
 # Where an app's API sits when not under /api/v1/<app>/.
 API_PREFIXES = {"accounts": "", "appmetrics": "", "ranks": "", "saturation": "", "telemetry": "", "triage": "staff/triage/"}
@@ -24,6 +24,7 @@ urlpatterns = [
     path("", include("apps.core.urls")),
     path("accounts/", include("apps.accounts.urls")),
     path("jobs/", include("apps.jobs.urls")),
+    path("jobs/", include("apps.appmetrics.urls")),
     path("topology/", include("apps.topology.urls")),
     path("vetting/", include("apps.vetting.urls")),
     path("edf/", include("apps.edf.urls")),

@@ -78,7 +78,7 @@ def energy_rise_j(energy_max: np.ndarray) -> float | None:
 
 def evidence_arrays(fields: list[int], mean: np.ndarray, maxima: np.ndarray, labels: list[str]) -> dict:
     """From a job cube's per-GPU x field x bucket means and maxima: {"idle_share", "tensor_active", "dram_active",
-    "throttled": {label: {"power": bool array, "thermal": bool array}}} per bucket (NaN where unknown)."""
+    "throttled": {label: the power and thermal throttle bits per bucket (only GPUs that had any)}} (NaN where unknown)."""
     index = {int(field): i for i, field in enumerate(fields)}
     buckets = mean.shape[2] if mean.ndim == 3 else 0
     out = {"idle_share": np.full(buckets, np.nan), "tensor_active": np.full(buckets, np.nan),
@@ -97,9 +97,9 @@ def evidence_arrays(fields: list[int], mean: np.ndarray, maxima: np.ndarray, lab
         if THROTTLE_FIELD in index:
             bits = np.nan_to_num(maxima[:, index[THROTTLE_FIELD], :].astype(float), nan=0.0).astype(np.int64)
             for row, label in enumerate(labels):
-                power, thermal = (bits[row] & POWER_BITS) > 0, (bits[row] & THERMAL_BITS) > 0
-                if power.any() or thermal.any():
-                    out["throttled"][label] = {"power": power, "thermal": thermal}
+                relevant = bits[row] & (POWER_BITS | THERMAL_BITS)
+                if relevant.any():
+                    out["throttled"][label] = relevant
     return out
 
 

@@ -4,11 +4,13 @@ from django.conf import settings
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.core.api.authentication import JOB_API_AUTHENTICATION
 from apps.core.api.exceptions import ErrorItem, InputError, flatten_validation_detail
+from apps.core.api.negotiation import FormatIsOurs
 from apps.core.api.params import parse_query
 from apps.core.api.parsers import BoundedJSONParser, BoundedStream, StreamParser
 from apps.jobs.authentication import token_job
@@ -43,6 +45,8 @@ class MetricsView(APIView):
 
     authentication_classes = JOB_API_AUTHENTICATION
     parser_classes = [BoundedJSONParser, StreamParser]
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = FormatIsOurs  # ?format= names what is posted
 
     @extend_schema(parameters=[MetricsGetParams], responses={200: MetricsResponse})
     def get(self, request, cluster: str, job_id: int):

@@ -8,7 +8,6 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, status
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
-from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -16,6 +15,7 @@ from rest_framework.views import APIView
 
 from apps.core.api.authentication import JobTokenAuthentication
 from apps.core.api.exceptions import ErrorItem, InputError
+from apps.core.api.negotiation import FormatIsOurs
 from apps.core.api.params import CommaListField, JobRefField, QueryIntegerField, parse_query
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
@@ -227,14 +227,6 @@ def _series_body(frame, *, start, end, step) -> dict:
     frame = frame.assign(**{time_column: frame[time_column].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
     return {"start": start.isoformat(), "end": end.isoformat(), "step": step,
             "columns": list(frame.columns), "rows": frame.to_numpy().tolist(), "truncated": truncated}
-
-
-class FormatIsOurs(DefaultContentNegotiation):
-    """``?format=`` names the input format here (the issue's API), not DRF's output-format override."""
-
-    def select_renderer(self, request, renderers, format_suffix=None):
-        renderer = renderers[0]
-        return renderer, renderer.media_type
 
 
 class ImportView(APIView):
