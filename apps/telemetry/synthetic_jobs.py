@@ -10,7 +10,8 @@ Three profiles, in DCGM's ids and units (ratios 0..1, bytes/s, MHz, W, mJ, °C, 
   lockstep (one shared per-step factor) with small independent noise. Planted:
   ``throttled`` — one GPU pinned at a lower power cap: SM clock ~28 % below its peers, the SW power-cap
   bit (0x4) in field 112, less tensor work; because training is synchronous every other GPU waits a
-  little (slightly lower activity) — the straggler;
+  little (slightly lower activity) — the straggler; from ``Planted.throttled_after_s`` seconds of the run
+  on when given (its onset: healthy before), else for the whole training;
   ``hot`` — one GPU 15–20 °C hotter than its peers, HBM hotter still, now and then the SW thermal
   slowdown bit (0x20) with a clock dip;
   ``slow_nic`` — one node whose network link is degraded: the NIC is not a DCGM field, so it shows as
@@ -60,9 +61,12 @@ class Planted:
     throttled: tuple[str, int] | None = None
     hot: tuple[str, int] | None = None
     slow_nic: str | None = None
+    # Seconds of the run before which the throttled GPU is healthy (the straggler's onset); None: throttled throughout.
+    throttled_after_s: float | None = None
 
     def as_dict(self) -> dict:
-        return {"throttled": self.throttled, "hot": self.hot, "slow_nic": self.slow_nic}
+        return {"throttled": self.throttled, "hot": self.hot, "slow_nic": self.slow_nic,
+                "throttled_after_s": self.throttled_after_s}
 
 
 def profile_for(job_name: str) -> str:
@@ -79,11 +83,21 @@ def profile_for(job_name: str) -> str:
     return "megatron"
 
 
-def default_planted(hosts: list[str]) -> Planted:
-    """Spread over the job so they sit on different nodes (and, on the demo machine, groups)."""
+def default_planted(hosts: list[str], throttled_after_s: float | None = None) -> Planted:
+    """Spread over the job so they sit on different nodes (and, on the demo machine, groups); the throttled GPU
+    from ``throttled_after_s`` seconds of the run on when given (see ``straggler_onset_s``)."""
     if len(hosts) < 3:
-        return Planted(throttled=(hosts[0], 2) if hosts else None)
-    return Planted(throttled=(hosts[len(hosts) // 3], 2), hot=(hosts[(2 * len(hosts)) // 3], 1), slow_nic=hosts[-5 % len(hosts)])
+        return Planted(throttled=(hosts[0], 2) if hosts else None, throttled_after_s=throttled_after_s)
+    return Planted(throttled=(hosts[len(hosts) // 3], 2), hot=(hosts[(2 * len(hosts)) // 3], 1), slow_nic=hosts[-5 % len(hosts)],
+                   throttled_after_s=throttled_after_s)
+
+
+def straggler_onset_s(elapsed_before_s: float, duration_s: float) -> float:
+    """Where the demo puts the straggler's onset in a window of a run (run seconds): an hour into the window,
+    or a third of it when shorter, so the throughput dip at the onset is seen and the straggler lasts long
+    enough (two thirds of the window, at least the saturation detector's five minutes in a 15-minute window)
+    to be found."""
+    return float(elapsed_before_s) + min(3600.0, float(duration_s) / 3.0)
 
 
 @dataclass
@@ -129,16 +143,20 @@ def _megatron(hosts, gpus_per_host, timeline, rng, planted: Planted) -> dict[int
     throttle = np.zeros((g, t))
     row = {(host, gpu): i * gpus_per_host + gpu for i, host in enumerate(hosts) for gpu in range(gpus_per_host)}
     training = timeline.train | timeline.evaluation
+    # the straggler's effects, from its onset on (the whole training without one)
+    straggling = training
+    if planted.throttled_after_s is not None:
+        straggling = training & (timeline.seconds + timeline.elapsed_before_s >= planted.throttled_after_s)
     if planted.throttled:
         r = row[planted.throttled]
-        clock[r, training] *= 0.72
-        tensor[r, training] *= 0.9
-        throttle[r, training] = POWER_CAP_BIT
+        clock[r, straggling] *= 0.72
+        tensor[r, straggling] *= 0.9
+        throttle[r, straggling] = POWER_CAP_BIT
         # synchronous steps: everybody else waits a little for the straggler
         others = np.ones(g, dtype=bool)
         others[r] = False
-        tensor[np.ix_(others, training)] *= 0.96
-        sm[np.ix_(others, training)] *= 0.97
+        tensor[np.ix_(others, straggling)] *= 0.96
+        sm[np.ix_(others, straggling)] *= 0.97
     if planted.slow_nic:
         rows = [row[(planted.slow_nic, gpu)] for gpu in range(gpus_per_host)]
         tensor[np.ix_(rows, training)] *= 0.85
@@ -150,7 +168,7 @@ def _megatron(hosts, gpus_per_host, timeline, rng, planted: Planted) -> dict[int
     hot_mask = None
     if planted.throttled:
         r = row[planted.throttled]
-        power[r, training] = np.minimum(power[r, training], 450 + rng.normal(0, 3, training.sum()))
+        power[r, straggling] = np.minimum(power[r, straggling], 450 + rng.normal(0, 3, training.sum())[straggling[training]])
     if planted.hot:
         r = row[planted.hot]
         temp[r] += 17
