@@ -235,7 +235,7 @@ def render_text(report: Dict[str, Any]) -> str:
     else:
         out.append("  MFU             " + ("{:.1f} % of {:.0f} TFLOP/s per GPU{}".format(
             100 * mfu, peak or 0, " ({})".format(eff["gpu_model"]) if eff.get("gpu_model") else "")
-            if mfu is not None else "unknown" + _why(reasons, ("model", "mfu", "peak", "flops"))))
+            if mfu is not None else "unknown" + _why(reasons, ("throughput", "model config", "peak", "mfu"))))
         out.append("  Tokens/s/GPU    " + ("{:,.0f} ({:,.0f} tokens/s for the job)".format(tps_gpu, tps or 0)
                                           if tps_gpu is not None else "unknown: " + NO_APP_METRICS))
     if eff.get("gap_words"):
@@ -249,12 +249,14 @@ def render_text(report: Dict[str, Any]) -> str:
     else:
         flops = _num(eff.get("model_flops_per_token"))
         out.append("  Model FLOPs/token  " + (_si(flops, "FLOP") if flops is not None
-                                              else "unknown" + _why(reasons, ("model", "flops"))))
+                                              else "unknown" + _why(reasons, ("model config", "flops"))))
         if eff.get("formula"):
             out.append("                     " + str(eff["formula"]))
         energy = _num(eff.get("energy_per_token_j"))
         out.append("  Energy/token       " + ("{:.3g} J".format(energy) if energy is not None
                                               else "unknown" + _why(reasons, ("energy",))))
+        if energy is None and not _why(reasons, ("energy",)) and (tps is None or saturation is None):
+            out[-1] += ": it needs the throughput and the job's energy"
         if saturation and _num(saturation.get("energy_j")) is not None:
             out.append("  Energy (job)       {:.1f} kWh".format(saturation["energy_j"] / 3.6e6))
         for reason in reasons:
