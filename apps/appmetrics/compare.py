@@ -200,6 +200,10 @@ def scaling_view(entries: list[dict]) -> dict:
             note = "Scaling needs at least two runs of one model at different GPU counts."
         elif not by_shape:
             note = "No scaling view: no job has both a model config and a throughput."
+        elif any(len(group) > 1 for group in by_shape.values()):
+            gpus = next(group[0]["gpus"] for group in by_shape.values() if len(group) > 1)
+            note = (f"No scaling view yet: the runs of one model here all use {gpus} GPUs; add a run of it at another "
+                    "GPU count.")
         else:
             note = "No scaling view: no two of these jobs train the same model shape at different GPU counts with a known throughput."
         return {"runs": [], "model": None, "note": note, "left_out": [entry["ref"] for entry in entries]}
