@@ -36,12 +36,17 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
+    "ARGS_END_RE",
+    "ARGS_START_RE",
     "DEFAULT_ORDER",
     "MAX_LOG_BYTES",
     "TP_PP_DP_ORDER",
     "LogParseError",
     "ParsedLog",
+    "argument_pair",
+    "clean_line",
     "parse_megatron_log",
+    "split_line_prefix",
 ]
 
 MAX_LOG_BYTES = 200 * 1024 * 1024
@@ -50,6 +55,7 @@ TP_PP_DP_ORDER = "tp-cp-ep-pp-dp"  # --use-tp-pp-dp-mapping
 
 HOST_MAX_LENGTH = 64  # the API's RankPlacementSerializer accepts host names of at most 64 characters
 MAX_NOTED_LINES = 3  # garbled lines named one by one in the warnings before "and N more"
+MAX_PREFIX_STAMPS = 3  # timestamps in a row in front of a line (a wrapper's, then Megatron's own)
 MAX_DUMP_LINES = 20_000  # an argument dump without its end line stops counting after this many lines
 
 
@@ -93,6 +99,8 @@ _TIMESTAMP_RE = re.compile(
 _LABEL_RE = re.compile(r"\s*(?:P[0-9]+ +)?([0-9]{1,7}): ")  # srun -l: "%*d: ", "P<component> %*d: " in het jobs
 _ARGS_START_RE = re.compile(r"^\s*-{4,} arguments -{4,}\s*$")
 _ARGS_END_RE = re.compile(r"^\s*-{4,} end of arguments -{4,}\s*$")
+ARGS_START_RE = _ARGS_START_RE  # public: the first and last line of the argument dump (apps.appmetrics)
+ARGS_END_RE = _ARGS_END_RE
 _ARG_RE = re.compile(r"^\s*([A-Za-z_]\w*) (\.*) (.*)$")
 _WORLD_RE = re.compile(r"using world size:\s*([^\s,]*)")
 _WORLD_PARTS = (
@@ -166,28 +174,56 @@ def _shown(value: str, limit: int = 60) -> str:
     return repr(value if len(value) <= limit else value[:limit] + "…")
 
 
+def split_line_prefix(line: str) -> tuple[int | None, list[str], str]:
+    """(srun label or None, the timestamps in front (as written, outermost first), the rest of the line).
+
+    Public: apps.appmetrics.megatron_log reads Megatron's iteration lines with the same prefixes. Strips a
+    timestamps, an ``srun -l`` label, and the timestamps after it (a wrapper's, and Megatron's own
+    ``[2026-11-21 10:00:42]`` in front of its iteration lines), at most MAX_PREFIX_STAMPS on each side."""
+    label = None
+    stamps: list[str] = []
+    for part in ("stamps", "label", "stamps"):
+        if part == "label":
+            match = _LABEL_RE.match(line)
+            if match:
+                label = int(match.group(1))
+                line = line[match.end():]
+            continue
+        for _ in range(MAX_PREFIX_STAMPS):
+            match = _TIMESTAMP_RE.match(line)
+            if match is None:
+                break
+            stamps.append(match.group(0).strip())
+            line = line[match.end():]
+    return label, stamps, line
+
+
 def _split_prefix(line: str) -> tuple[int | None, str]:
     """(srun label or None, the line without timestamp and label prefixes)."""
-    label = None
-    match = _TIMESTAMP_RE.match(line)
-    if match:
-        line = line[match.end():]
-    match = _LABEL_RE.match(line)
-    if match:
-        label = int(match.group(1))
-        line = line[match.end():]
-        match = _TIMESTAMP_RE.match(line)
-        if match:
-            line = line[match.end():]
-    return label, line
+    label, _, rest = split_line_prefix(line)
+    return label, rest
 
 
-def _clean(raw: str) -> str:
+def clean_line(raw: str) -> str:
+    """One line of a log without its CR (CRLF files) and ANSI colour codes. Public: apps.appmetrics uses it."""
     if raw.endswith("\r"):
         raw = raw[:-1]
     if "\x1b" in raw:
         raw = _ANSI_RE.sub("", raw)
     return raw
+
+
+_clean = clean_line  # the name this module's own code uses
+
+
+def argument_pair(line: str) -> tuple[str, str] | None:
+    """(name, value) of one line of Megatron's argument dump (``  num_layers ........ 80``, prefixes already
+    split off), or None when the line is not one: the name's dot padding must be Megatron's (48 characters).
+    Public: apps.appmetrics.megatron_log reads the model config from the same dump."""
+    match = _ARG_RE.match(line)
+    if match is None or not _is_dump_padding(match.group(1), match.group(2)):
+        return None
+    return match.group(1), match.group(3).strip()
 
 
 def _ranges(numbers: list[int], limit: int = 8) -> str:
