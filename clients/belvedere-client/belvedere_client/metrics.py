@@ -40,6 +40,7 @@ import math
 import numbers
 import os
 import re
+import sys
 import threading
 import time
 import urllib.error
@@ -59,6 +60,17 @@ _USER_AGENT = "belvedere-client"
 
 class BelvedereMetricsWarning(UserWarning):
     """What the helper could not do (bad names or values, rows dropped, the portal refusing); said once each."""
+
+
+def _warn(message: str) -> None:
+    """Say it as a warning at the user's line (the first frame outside this module); never raise."""
+    try:
+        level, frame = 1, sys._getframe(0)
+        while frame.f_back is not None and frame.f_code.co_filename == __file__:
+            frame, level = frame.f_back, level + 1
+        warnings.warn("belvedere_client: " + message, BelvedereMetricsWarning, stacklevel=level)
+    except Exception:  # warnings turned into errors must not reach the training loop
+        pass
 
 
 class Config:
@@ -216,10 +228,7 @@ class MetricsClient:
         if kind in self._warned:
             return
         self._warned.add(kind)
-        try:
-            warnings.warn("belvedere_client: " + message, BelvedereMetricsWarning, stacklevel=4)
-        except Exception:  # warnings turned into errors must not reach the training loop
-            pass
+        _warn(message)
 
     def _start(self) -> None:
         if self._thread is None and not self._closed:
@@ -383,11 +392,7 @@ def _decide(config: Config) -> Any:
     if missing:
         if not _off_warned:
             _off_warned = True
-            try:
-                warnings.warn("belvedere_client: application metrics are not sent ({} not set); log() records nothing"
-                              .format(", ".join(missing)), BelvedereMetricsWarning, stacklevel=4)
-            except Exception:
-                pass
+            _warn("application metrics are not sent ({} not set); log() records nothing".format(", ".join(missing)))
         return _OFF
     return MetricsClient(config)
 
@@ -424,11 +429,7 @@ def event(kind: str, seconds: Any = None, step: Any = None) -> None:
     """Mark something the application did now: "checkpoint" (a save started; ``seconds`` it took, when known),
     "evaluation" or "restart". The portal explains throughput dips with these markers."""
     if kind not in EVENT_KINDS:
-        try:
-            warnings.warn("belvedere_client: event kind {!r} is not one of {}".format(kind, ", ".join(EVENT_KINDS)),
-                          BelvedereMetricsWarning, stacklevel=2)
-        except Exception:
-            pass
+        _warn("event kind {!r} is not one of {}".format(kind, ", ".join(EVENT_KINDS)))
         return
     number = _number(seconds) if seconds is not None else None
     log(step=step, **{"event." + kind: number if number is not None and number > 0 else 1.0})
