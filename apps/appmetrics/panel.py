@@ -138,9 +138,10 @@ def event_words(event: dict, job_end: datetime | None = None, reference: datetim
     else:
         when = f" for {_span_words((end - start).total_seconds())} at {clock(start, reference)}"
     kind = event.get("kind") or "unknown"
-    reason = (event.get("reason") or "").strip().rstrip(".")
-    because = reason if reason.lower().startswith(kind) else (f"{kind}: {reason}" if reason else kind)
-    return f"Throughput {how}{when} ({because})"
+    # The reason's first clause: the rest repeats the dip's size and length, said already.
+    reason = (event.get("reason") or "").split("; ")[0].strip().rstrip(".")
+    because = reason if kind in reason.lower() else (f"{kind}: {reason}" if reason else kind)
+    return f"Throughput {how}{when} — {because}" if "(" in because else f"Throughput {how}{when} ({because})"
 
 
 def _span_words(seconds: float) -> str:
