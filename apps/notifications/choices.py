@@ -9,6 +9,7 @@ class NotificationSentReasonChoices(models.TextChoices):
 
     REASON_WASTEFUL = "wasteful", _("Wasteful job")
     REASON_STRAGGLER = "straggler", _("Persistent straggler")
+    REASON_JOB_END = "job_end", _("Job ended (summary)")
 
 
 class NotificationSentStatusChoices(models.TextChoices):

@@ -248,3 +248,72 @@ def digest_message(items: Sequence[DigestItem], *, inbox_link: str, period_hours
         lines.append("")
     lines.append(f"-- Sent every {duration_words(period_hours)} to NOTIFY_STAFF_DIGEST_EMAILS.")
     return Message(subject=subject, body="\n".join(lines) + "\n")
+
+
+@dataclass(frozen=True)
+class JobEndSummary:
+    """What the job-end mail says about a job that ended (numbers None when not known; ``missing`` says why)."""
+
+    cluster: str
+    job_id: str
+    name: str
+    user_name: str
+    state: str  # Slurm's final state, e.g. COMPLETED, FAILED, TIMEOUT
+    link: str  # the job page
+    gpus: int = 0
+    hours: float = 0.0  # how long it ran
+    score: float | None = None
+    limiter: str = ""
+    idle_gpus: int = 0
+    stragglers: Sequence[str] = ()  # where each straggler was, in words
+    mfu: float | None = None
+    tokens_per_s_per_gpu: float | None = None
+    energy_per_token_j: float | None = None
+    dips: Mapping[str, int] = field(default_factory=dict)  # throughput dips by cause
+    missing: Sequence[str] = ()
+    report_link: str = ""  # where the PDF report is asked for
+    settings_link: str = ""
+
+
+def _energy_words(joules: float) -> str:
+    return f"{joules:,.2f} J" if joules >= 1 else f"{joules * 1000:,.1f} mJ"
+
+
+def job_end_message(job: JobEndSummary) -> Message:
+    """The summary mailed once when a job of a user who asked for it ends: how it ended, how well it used its GPUs
+    (saturation, MFU, tokens/s per GPU, energy per token), what slowed it, and where to read more."""
+    words = f"job {job.cluster}/{job.job_id}" + (f" ({job.name})" if job.name else "")
+    headline = f"saturation {job.score:.0f}/100" if job.score is not None else "not scored"
+    if job.mfu is not None:
+        headline += f", MFU {job.mfu * 100:.0f} %"
+    subject = f"{SUBJECT_PREFIX} {words} ended {job.state}: {headline}"
+    lines = [f"Hello {job.user_name},", "", f"your {words} ended ({job.state}) after {duration_words(job.hours)} on "
+             f"{_gpus(job.gpus) if job.gpus else 'its GPUs'}" + (f": {job.gpus * job.hours:,.1f} GPU-hours." if job.gpus else "."), "",
+             "How it used its GPUs:"]
+    if job.score is not None:
+        lines.append(f"  - GPU saturation {job.score:.0f} of 100" + (f", limited by {job.limiter}" if job.limiter else "") + ".")
+    if job.idle_gpus:
+        lines.append(f"  - {job.idle_gpus:,} GPU{'s' * (job.idle_gpus != 1)} idle.")
+    if job.mfu is not None:
+        lines.append(f"  - MFU {job.mfu * 100:.1f} % (model FLOPs against the GPUs' dense BF16 peak).")
+    if job.tokens_per_s_per_gpu is not None:
+        lines.append(f"  - {job.tokens_per_s_per_gpu:,.0f} tokens/s per GPU.")
+    if job.energy_per_token_j is not None:
+        lines.append(f"  - {_energy_words(job.energy_per_token_j)} per token.")
+    for why in job.missing:
+        lines.append(f"  - not available: {why}")
+    if job.dips or job.stragglers:
+        lines += ["", "What slowed it:"]
+        for kind, count in sorted(job.dips.items(), key=lambda item: -item[1]):
+            lines.append(f"  - {count} throughput dip{'s' * (count != 1)} caused by {kind}")
+        for where in job.stragglers[:5]:
+            lines.append(f"  - straggler: {where}")
+        if len(job.stragglers) > 5:
+            lines.append(f"  - and {len(job.stragglers) - 5} more stragglers")
+    lines += ["", f"The job's page: {job.link}"]
+    if job.report_link:
+        lines.append(f"A PDF report for a proposal or a post-mortem: POST {job.report_link} (or the job page's report button).")
+    lines += ["", "--", "You get this because you asked for a summary when your jobs end: one mail per job."]
+    if job.settings_link:
+        lines.append(f"Switch it off at {job.settings_link}")
+    return Message(subject=subject, body="\n".join(lines) + "\n")

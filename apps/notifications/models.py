@@ -1,5 +1,6 @@
 """Models of the notifications app: which projects want mail, which mails went out (the rate limit reads
 them), how long a straggler has been seen, and the staff digests sent."""
+from django.conf import settings
 from django.db import models
 
 from apps.core.models import TimeStampedModel
@@ -30,6 +31,23 @@ class ProjectNotifications(TimeStampedModel):
     @property
     def any_on(self) -> bool:
         return self.waste or self.straggler
+
+
+class UserNotifications(TimeStampedModel):
+    """A user's own opt-in: a summary mail when one of their jobs ends (saturation, MFU, tokens/s per GPU, energy per
+    token, stragglers, the job's link). Off until the user switches it on; only jobs that end after that are mailed."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_settings")
+    job_end = models.BooleanField(default=False, help_text="Mail me a summary when one of my jobs ends.")
+    job_end_since = models.DateTimeField(null=True, blank=True, help_text="When job_end was last switched on: jobs that "
+                                                                            "ended before are not mailed.")
+
+    class Meta:
+        verbose_name = "user notifications"
+        verbose_name_plural = "user notifications"
+
+    def __str__(self) -> str:
+        return f"notifications of user {self.user_id}"
 
 
 class NotificationSent(models.Model):

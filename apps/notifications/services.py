@@ -29,7 +29,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.accounts.models import Project
-from apps.jobs.models import Job
+from apps.jobs.models import ACTIVE_STATES, Job
 from apps.saturation.choices import JobSaturationStatusChoices
 from apps.saturation.selectors import job_waste as saturation_job_waste
 from apps.triage.services import triage_sync
@@ -38,7 +38,7 @@ from . import messages
 from .choices import NotificationSentReasonChoices as Reason
 from .choices import NotificationSentStatusChoices as Status
 from .choices import StaffDigestStatusChoices
-from .models import COUNTING_STATUSES, NotificationSent, ProjectNotifications, StaffDigest, StragglerSighting
+from .models import COUNTING_STATUSES, NotificationSent, ProjectNotifications, StaffDigest, StragglerSighting, UserNotifications
 from .selectors import digest_items, job_is_wasteful, job_link, job_waste, running_records
 
 log = logging.getLogger(__name__)
@@ -73,12 +73,14 @@ def thresholds() -> messages.Thresholds:
 
 
 def notification_claim(job: Job, reason: str, *, now: datetime, user_name: str, recipient: str, subject: str,
-                       status: str = Status.STATUS_SENDING, detail: str = "") -> NotificationSent | None:
-    """Record the mail about to be sent, or None when one of this job and reason counts inside the rate limit."""
+                       status: str = Status.STATUS_SENDING, detail: str = "", once: bool = False) -> NotificationSent | None:
+    """Record the mail about to be sent, or None when one of this job and reason counts inside the rate limit
+    (``once``: ever, not only inside the rate limit: the job-end summary)."""
     since = now - timedelta(hours=settings.NOTIFY_RATE_LIMIT_HOURS)
     with transaction.atomic():
         list(Job.objects.select_for_update().filter(pk=job.pk).values_list("pk", flat=True))
-        if NotificationSent.objects.filter(job=job, reason=reason, status__in=COUNTING_STATUSES, sent_at__gt=since).exists():
+        counted = NotificationSent.objects.filter(job=job, reason=reason, status__in=COUNTING_STATUSES)
+        if (counted if once else counted.filter(sent_at__gt=since)).exists():
             return None
         return NotificationSent.objects.create(job=job, reason=reason, status=status, recipient=recipient[:254],
                                                user_name=user_name[:64], sent_at=now, subject=subject[:300], detail=detail[:500])
@@ -187,6 +189,113 @@ def notify_running_jobs(now: datetime | None = None, progress=None) -> dict:
             counts["sent" if _send(row, message) == Status.STATUS_SENT else "failed"] += 1
         if progress is not None:
             progress(done, len(wanted))
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# The job-end summary (a user's own opt-in)
+
+
+def user_notifications_get(user) -> UserNotifications:
+    """The user's own opt-ins; an unsaved row with everything off when never switched."""
+    return UserNotifications.objects.filter(user=user).first() or UserNotifications(user=user)
+
+
+def user_notifications_update(user, *, job_end: bool) -> UserNotifications:
+    """Switch the user's job-end summary; switching it on mails only jobs that end from now on."""
+    with transaction.atomic():
+        row, _ = UserNotifications.objects.select_for_update().get_or_create(user=user)
+        if job_end and not row.job_end:
+            row.job_end_since = timezone.now()
+        row.job_end = job_end
+        row.save()
+    return row
+
+
+def _job_end_summary(job: Job, record) -> messages.JobEndSummary:
+    """The job's facts for the summary; efficiency (apps.appmetrics) that fails is said to be missing, never fatal."""
+    from apps.appmetrics.selectors import job_efficiency
+
+    missing: list[str] = []
+    try:
+        efficiency = job_efficiency(job)
+        missing += [why for why in efficiency.get("missing") or [] if why.startswith(("no throughput", "no model config"))]
+    except Exception as exc:  # noqa: BLE001 - the summary still goes with what is known
+        log.warning("job-end summary of %s: efficiency failed: %s", job, exc)
+        efficiency = {}
+        missing.append(f"efficiency could not be computed ({type(exc).__name__})")
+    if record is None or record.score is None:
+        missing.append("GPU saturation: the job's telemetry was not scored")
+    dips: dict[str, int] = {}
+    for event in efficiency.get("events") or []:
+        dips[event.get("kind", "unknown")] = dips.get(event.get("kind", "unknown"), 0) + 1
+    stragglers = [messages._straggler_where(item) + (f" — {item['reason']}" if item.get("reason") else "")
+                  for item in (record.stragglers if record is not None else None) or []]
+    elapsed = job.elapsed
+    site = settings.SITE_URL.rstrip("/")
+    return messages.JobEndSummary(
+        cluster=job.cluster.name, job_id=job.display_id, name=job.name, user_name=job.user_name, state=job.state,
+        link=job_link(job), gpus=int(efficiency.get("gpus") or job.gpus or 0),
+        hours=elapsed.total_seconds() / 3600.0 if elapsed is not None else 0.0,
+        score=record.score if record is not None else None, limiter=(record.limiter or "") if record is not None else "",
+        idle_gpus=(record.idle_gpus or 0) if record is not None else 0, stragglers=stragglers,
+        mfu=efficiency.get("mfu"), tokens_per_s_per_gpu=efficiency.get("tokens_per_s_per_gpu"),
+        energy_per_token_j=efficiency.get("energy_per_token_j"), dips=dips, missing=missing,
+        report_link=f"{site}/api/v1/jobs/{job.cluster.name}/{job.job_id}/report/",
+        settings_link=site + reverse("notifications:index"))
+
+
+def ended_jobs_to_summarise(now: datetime) -> list[tuple[Job, object]]:
+    """Jobs of users who asked for the summary, ended inside NOTIFY_JOB_END_LOOKBACK_HOURS and after the user switched
+    it on, not summarised yet, whose final scoring is done (or NOTIFY_JOB_END_WAIT_MINUTES passed without it)."""
+    from apps.saturation.models import JobSaturation
+
+    opted = {row.user.get_username(): row for row in UserNotifications.objects.filter(job_end=True).select_related("user")}
+    if not opted:
+        return []
+    lookback = now - timedelta(hours=float(getattr(settings, "NOTIFY_JOB_END_LOOKBACK_HOURS", 48.0)))
+    wait = timedelta(minutes=float(getattr(settings, "NOTIFY_JOB_END_WAIT_MINUTES", 30.0)))
+    jobs = list(Job.objects.exclude(state__in=ACTIVE_STATES)
+                .filter(end_time__isnull=False, end_time__gte=lookback, end_time__lte=now, user_name__in=list(opted))
+                .exclude(notifications_sent__reason=Reason.REASON_JOB_END, notifications_sent__status__in=COUNTING_STATUSES)
+                .select_related("cluster").order_by("end_time", "pk"))
+    records = {record.job_id: record for record in JobSaturation.objects.filter(job__in=[job.pk for job in jobs])}
+    due = []
+    for job in jobs:
+        since = opted[job.user_name].job_end_since
+        if since is not None and job.end_time < since:
+            continue
+        record = records.get(job.pk)
+        scored = (record is not None and record.status == JobSaturationStatusChoices.STATUS_READY and record.computed is not None
+                  and record.computed >= job.end_time)
+        if scored or now - job.end_time >= wait:
+            due.append((job, record))
+    return due
+
+
+def notify_ended_jobs(now: datetime | None = None, progress=None) -> dict:
+    """Mail each opted-in user a summary of each of their jobs that ended, once per job (``notification_claim`` with
+    ``once``: two workers at the same moment send one mail). Returns counts: ``jobs``, ``sent``, ``skipped`` (no
+    address), ``failed`` (tried again next time), ``already`` (another worker claimed it)."""
+    now = now or timezone.now()
+    due = ended_jobs_to_summarise(now)
+    counts = {"jobs": len(due), "sent": 0, "skipped": 0, "failed": 0, "already": 0}
+    users = get_user_model().objects.filter(**{f"{get_user_model().USERNAME_FIELD}__in": {job.user_name for job, _ in due}})
+    emails = {user.get_username(): (user.email or "").strip() for user in users}
+    for done, (job, record) in enumerate(due, 1):
+        message = messages.job_end_message(_job_end_summary(job, record))
+        email = emails.get(job.user_name, "")
+        row = notification_claim(job, Reason.REASON_JOB_END, now=now, user_name=job.user_name, recipient=email,
+                                 subject=message.subject, status=Status.STATUS_SENDING if email else Status.STATUS_SKIPPED,
+                                 detail="" if email else "the job's user has no e-mail address", once=True)
+        if row is None:
+            counts["already"] += 1
+        elif not email:
+            counts["skipped"] += 1
+        else:
+            counts["sent" if _send(row, message) == Status.STATUS_SENT else "failed"] += 1
+        if progress is not None:
+            progress(done, len(due))
     return counts
 
 

@@ -53,3 +53,23 @@ def staff_digest_task(self, now: str | None = None) -> dict:
     run.report(1, f"{outcome['status']}" + (f", {outcome['items']} items" if "items" in outcome else ""))
     run.finish()
     return outcome
+
+
+@shared_task(name="notifications.notify_ended_jobs", bind=True, **IDEMPOTENT)
+def notify_ended_jobs_task(self, now: str | None = None) -> dict:
+    """Mail the users who asked for it a summary of each of their jobs that ended, once per job (beat, every
+    NOTIFY_SECONDS). Idempotent: a job already summarised has its NotificationSent row and is not mailed again."""
+    from .services import notify_ended_jobs
+
+    run = task_run_begin(self, "notifications.notify_ended_jobs", "ended jobs of users who asked for a summary", "looking")
+    if run is None:
+        return {"status": "skipped"}
+    try:
+        counts = notify_ended_jobs(_when(now), progress=lambda done, total: run.report(done, "mailing", total=total))
+    except Exception as exc:
+        run.finish(error=str(exc)[:400])
+        raise
+    run.report(run.done or 0, f"{counts['sent']} sent, {counts['skipped']} skipped, {counts['failed']} failed "
+                              f"of {counts['jobs']} ended jobs")
+    run.finish()
+    return counts

@@ -11,10 +11,10 @@ from django.utils import timezone
 from django.views.generic import TemplateView
 
 from .choices import NotificationSentStatusChoices
-from .forms import ProjectNotificationsForm
+from .forms import JobEndForm, ProjectNotificationsForm
 from .selectors import (last_check, mail_leaves, notifications_sent_counts, notifications_sent_for_user,
                         project_get_for_user, project_notifications_for_user, project_notifications_may_change)
-from .services import project_notifications_update
+from .services import project_notifications_update, user_notifications_get, user_notifications_update
 
 
 class NotificationsIndexView(TemplateView):
@@ -36,10 +36,18 @@ class NotificationsIndexView(TemplateView):
             score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE,
             rate_hours=settings.NOTIFY_RATE_LIMIT_HOURS, straggler_minutes=settings.NOTIFY_STRAGGLER_MINUTES,
             every_minutes=settings.NOTIFY_SECONDS / 60, last_check=last_check(), mail_leaves=mail_leaves(),
+            mine=user_notifications_get(user),
         )
         return context
 
     def post(self, request, *args, **kwargs):
+        if request.POST.get("kind") == "job_end":
+            job_end = JobEndForm(request.POST)
+            job_end.is_valid()
+            row = user_notifications_update(request.user, job_end=bool(job_end.cleaned_data.get("job_end")))
+            messages.success(request, "A summary will be mailed when each of your jobs ends." if row.job_end
+                             else "No more summaries when your jobs end.")
+            return redirect("notifications:index")
         form = ProjectNotificationsForm(request.POST)
         if not form.is_valid():
             messages.error(request, "Say which project to switch.")
