@@ -55,6 +55,11 @@ MERGE = 2  # dips separated by at most this many samples are one dip
 GAP_FACTOR, GAP_MIN_S = 5.0, 60.0
 BASELINE_QUANTILE, BASELINE_WINDOW = 0.9, 15
 MIN_SAMPLES = 5
+# A long shallow dip counts too: at least this many samples in a row, on average this far below the usual (a
+# straggler that costs 8 % for the rest of the run never crosses ENTER but is the costliest dip of all).
+SUSTAINED, SUSTAINED_DROP = 12, 0.07
+# A dip that outlasts the checkpoint it starts with by this many samples is split: the rest is explained anew.
+SPLIT_TAIL = 3
 IDLE_TOGETHER = 0.8
 EVAL_BUSY_IDLE, EVAL_TENSOR_DROP, EVAL_DRAM_RISE = 0.2, 0.2, 0.1
 THROTTLE_DURING, THROTTLE_BEFORE, THROTTLE_LOOKBACK = 0.5, 0.2, 10
@@ -149,7 +154,7 @@ def find_events(ts, tokens_per_s, evidence: Evidence | None = None) -> list[dict
     if not dips:
         return []
     context = _Context(times, values, baseline, dt, evidence, dips)
-    return [context.event(dip) for dip in dips]
+    return [event for dip in dips for event in context.events(dip)]
 
 
 def _dips(times: np.ndarray, values: np.ndarray, evidence: Evidence | None) -> tuple[list[_Dip], float, float]:
@@ -173,7 +178,8 @@ def _dips(times: np.ndarray, values: np.ndarray, evidence: Evidence | None) -> t
     gap_after[1:] = spacing > max(GAP_FACTOR * dt, GAP_MIN_S)
     gap_after[:warm + 1] = False
     runs = _runs(weak)
-    runs = [(a, b) for a, b in runs if strong[a:b + 1].any()]
+    runs = [(a, b) for a, b in runs if strong[a:b + 1].any()
+            or (b - a + 1 >= SUSTAINED and relative[a:b + 1].mean() <= 1 - SUSTAINED_DROP)]
     runs = _merge(runs)
     dips = []
     covered = set()
@@ -306,9 +312,44 @@ class _Context:
                 return stamp, value
         return None
 
-    def event(self, dip: _Dip) -> dict:
+    def events(self, dip: _Dip) -> list[dict]:
+        """The dip's event, or two when a checkpoint explains only its start and throughput stays low after it
+        (a straggler that appears during a checkpoint): the rest is explained on its own."""
+        split = self._after_checkpoint(dip)
+        if split is None:
+            return [self.event(dip)]
+        head, tail = split
+        rest = (self._restart, self._evaluation, self._straggler, self._throttling)  # the checkpoint is over
+        return [self.event(head, checks=(self._checkpoint,)), self.event(tail, checks=rest)]
+
+    def _after_checkpoint(self, dip: _Dip) -> tuple[_Dip, _Dip] | None:
         first, last = self._bucket_range(dip)
-        for check in (self._restart, self._checkpoint, self._evaluation, self._straggler, self._throttling):
+        if self._checkpoint(dip, first, last) is None:
+            return None
+        marker = self._near("event.checkpoint", dip)
+        ends = []
+        if marker is not None and marker[1] != 1.0:
+            ends.append(marker[0] + int(marker[1] * 1e9))
+        idle = self.idle[first:last]
+        together = np.flatnonzero(np.nan_to_num(idle, nan=0.0) >= IDLE_TOGETHER)
+        if len(together):
+            ends.append(int(self.buckets[first + together[-1]]) + int(self.step_s * 1e9))
+        if not ends:
+            return None
+        over_ns = max(ends) + int(self.dt * 1e9)
+        after = np.flatnonzero(self.times[dip.first:dip.last + 1] > over_ns)
+        if not len(after):
+            return None
+        k = dip.first + int(after[0])
+        if k == dip.first or dip.last - k + 1 < SPLIT_TAIL or self.values[k:dip.last + 1].mean() / self.baseline > 1 - EXIT:
+            return None
+        head = _make_dip(self.times, self.values, self.baseline, self.dt, dip.first, k - 1, dip.first, dip.gap_s)
+        head = _Dip(head.first, head.last, dip.start_ns, head.end_ns, head.dip, head.gap_s)
+        return head, _make_dip(self.times, self.values, self.baseline, self.dt, k, dip.last, k, 0.0)
+
+    def event(self, dip: _Dip, checks=None) -> dict:
+        first, last = self._bucket_range(dip)
+        for check in checks or (self._restart, self._checkpoint, self._evaluation, self._straggler, self._throttling):
             found = check(dip, first, last)
             if found:
                 kind, reason = found

@@ -260,3 +260,44 @@ def test_starts_are_timezone_aware_utc_datetimes():
     naive = np.asarray(times.tz_convert(None))  # naive datetime64 means UTC
     events = find_events(naive, values, evidence)
     assert events[0]["start"] == datetime(2026, 1, 5, 8, 30, tzinfo=timezone.utc)
+
+
+def test_a_straggler_that_appears_during_a_checkpoint_is_its_own_event():
+    """Throughput falls for a 90-s checkpoint and, as it ends, a GPU starts straggling: 9 % lower for the rest of
+    the run. One dip in the data, two causes: the checkpoint explains its first 90 s, the straggler the rest."""
+    import numpy as np
+    import pandas as pd
+
+    from apps.appmetrics.events import Evidence, find_events
+
+    start = pd.Timestamp("2026-11-24T10:00:00Z")
+    times = pd.date_range(start, periods=720, freq="10s")  # two hours at 10 s
+    values = np.full(len(times), 100_000.0) * (1 + 0.01 * np.sin(np.arange(len(times))))
+    at = 360  # one hour in
+    values[at:at + 9] = 5_000.0  # the checkpoint: 90 s
+    values[at + 9:] *= 0.91  # the straggler's cost from then on
+    onset = times[at + 9]
+    evidence = Evidence(times=times.tz_localize(None).to_numpy("datetime64[ns]")[::6], step_s=60.0,
+                        markers=[{"name": "event.checkpoint", "ts": times[at], "value": 90.0}],
+                        stragglers=[{"label": "nid000042 GPU 2", "start": onset, "reason": "SM clock 28 % below peers"}])
+    events = find_events(times, values, evidence)
+    assert [event["kind"] for event in events] == ["checkpoint", "straggler"]
+    checkpoint, straggler = events
+    assert checkpoint["start"] == times[at].to_pydatetime()
+    assert abs((straggler["start"] - onset.to_pydatetime()).total_seconds()) <= 20
+    assert straggler["end"] is None and 0.06 <= straggler["dip"] <= 0.12
+    assert "nid000042 GPU 2" in straggler["reason"]
+
+
+def test_a_long_shallow_loss_is_found_though_it_never_crosses_the_entry_threshold():
+    import numpy as np
+    import pandas as pd
+
+    from apps.appmetrics.events import find_events
+
+    times = pd.date_range("2026-11-24T10:00:00Z", periods=600, freq="10s")
+    values = np.full(len(times), 100_000.0)
+    values[300:] *= 0.91
+    [event] = find_events(times, values, None)
+    assert event["kind"] == "unknown" and event["end"] is None
+    assert event["start"] == times[300].to_pydatetime()
