@@ -160,7 +160,7 @@ def top_finding(facts: dict) -> Finding:
     if stragglers:
         first = stragglers[0]
         more = f" (and {len(stragglers) - 1} more)" if len(stragglers) > 1 else ""
-        return Finding(f"Straggler: {first.get('where', '?')} lags its peers{more}",
+        return Finding(f"Straggler behind its peers: {first.get('where', '?')}{more}",
                        "A synchronous job runs at its slowest rank's pace: " + EVENT_ACTIONS["straggler"].split(": ", 1)[1],
                        "bad")
     events = efficiency.get("events") or []
@@ -443,7 +443,7 @@ def _details(doc: TextPages, facts: dict) -> None:
     elif not events:
         throughput = facts.get("throughput") or {}
         if throughput.get("ts"):
-            doc.text("None: throughput stayed steady.", gap=0.05)
+            doc.text("None found: no dip in throughput was attributed to a cause.", gap=0.05)
         else:
             doc.missing(throughput.get("missing") or "no throughput series to find dips in")
     else:
@@ -573,19 +573,25 @@ def throughput_figure(facts: dict) -> Figure:
     # What the shading means, in words, under the plots.
     y = 0.36 * PAGE_H - 0.55
     lines = []
-    for event in events[:12]:
-        lines.append(f"{fmt_time(event.get('start'))}: {event.get('kind', '?')}, {_dip_words(event.get('dip'))} the baseline — "
-                     f"{event.get('reason') or ''}")
-    if len(events) > 12:
-        lines.append(f"... and {len(events) - 12} more (listed on the events page)")
+    kinds: dict[str, list[dict]] = {}
+    for event in events:
+        kinds.setdefault(event.get("kind", "unknown"), []).append(event)
+    for kind, group in sorted(kinds.items(), key=lambda item: -len(item[1])):
+        dips = sorted(e["dip"] for e in group if _finite(e.get("dip")))
+        spread = (f"{100 * dips[0]:.0f} %" if dips[0] == dips[-1] else f"{100 * dips[0]:.0f}-{100 * dips[-1]:.0f} %") if dips else "?"
+        lines.append(f"{len(group)} dip{'s' * (len(group) != 1)} caused by {kind} ({spread} below the baseline), first at "
+                     f"{fmt_time(group[0].get('start'))}: {group[0].get('reason') or ''}")
+    if events:
+        lines.append("Every dip with its reason is listed on the efficiency pages.")
     if not events and ts:
-        lines.append("No throughput dip: the job trained at a steady rate.")
-    for line in lines:
-        for part in wrap(line, TEXT_W, SMALL):
-            if y < MARGIN_BOTTOM + 0.1:
-                break
-            fig.text(MARGIN_X / PAGE_W, y / PAGE_H, part, fontsize=SMALL, color=INK, va="top")
-            y -= _line_h(SMALL)
+        lines.append("No throughput dip was attributed to a cause (see the efficiency page).")
+    parts = [part for line in lines for part in wrap(line, TEXT_W, SMALL)]
+    room = int((y - MARGIN_BOTTOM - 0.1) / _line_h(SMALL))
+    if len(parts) > room:  # never into the footer
+        parts = parts[:max(0, room - 1)] + ["... (the rest on the efficiency pages)"]
+    for part in parts:
+        fig.text(MARGIN_X / PAGE_W, y / PAGE_H, part, fontsize=SMALL, color=INK, va="top")
+        y -= _line_h(SMALL)
     return fig
 
 
@@ -610,13 +616,16 @@ def saturation_figure(facts: dict) -> Figure:
     for value in slow:
         if value in rest:
             rest.remove(value)
-    bins = [5 * i for i in range(21)]
+    low, high = max(0.0, math.floor(min(scores)) - 2.0), min(100.0, math.ceil(max(scores)) + 2.0)
+    if high - low >= 40:
+        low, high = 0.0, 100.0
+    bins = [low + (high - low) * i / 30 for i in range(31)]  # zoomed to the GPUs' range: a narrow spread still shows
     hist.hist([rest, slow], bins=bins, stacked=True, color=["#4c78a8", EVENT_COLOURS["straggler"]],
               label=["GPUs", "straggler GPUs"] if slow else ["GPUs", "_"], edgecolor="white", linewidth=0.4)
     score = saturation.get("score")
     if _finite(score):
         hist.axvline(score, color=INK, linestyle="--", linewidth=1.0, label=f"job score {score:.0f}")
-    hist.set_xlim(0, 100)
+    hist.set_xlim(low, high)
     hist.set_xlabel("saturation score of the GPU", fontsize=BODY)
     hist.set_ylabel("GPUs", fontsize=BODY)
     hist.legend(fontsize=SMALL, loc="upper left")
@@ -629,7 +638,7 @@ def saturation_figure(facts: dict) -> Figure:
         ranked.legend(fontsize=SMALL, loc="lower right")
     ranked.set_xlabel("GPUs, lowest score first", fontsize=BODY)
     ranked.set_ylabel("saturation score", fontsize=BODY)
-    ranked.set_ylim(0, 100)
+    ranked.set_ylim(low, high)  # the same range as the histogram
     ranked.set_xlim(1, max(2, len(ordered)))
     ranked.grid(alpha=0.3, linewidth=0.5)
     for ax in (hist, ranked):

@@ -98,7 +98,7 @@ def test_long_tables_continue_on_another_page(tmp_path):
 
 @pytest.mark.parametrize("change, words", [
     ({"saturation": {"idle_gpus": 16, "score": 40.0, "stragglers": []}}, "16 of 64 GPUs sat idle"),
-    ({"saturation": {"score": 40.0, "stragglers": [{"where": "GPU 2 of nid001", "reason": "slow"}]}}, "Straggler: GPU 2 of nid001"),
+    ({"saturation": {"score": 40.0, "stragglers": [{"where": "GPU 2 of nid001", "reason": "slow"}]}}, "Straggler behind its peers: GPU 2 of nid001"),
     ({"saturation": {"score": 20.0, "limiter": "pcie", "stragglers": []}, "efficiency": {"events": []}}, "only 20 of 100, limited by pcie"),
     ({"efficiency": {"events": [], "missing": ["no throughput"]}, "saturation": {"score": 70.0, "stragglers": []}}, "No throughput"),
 ])
