@@ -12,7 +12,8 @@ At build time (after the telemetry and saturation parts, which planted and score
   or more, where the telemetry has one;
 * five finished runs of one model (Apertus-8B shape) at 32, 64, 128, 256 and 512 GPUs, 20 minutes each, three
   days ago, of the demo user (``apertus-8b-scaling-032`` ...): same global batch (strong scaling), per-GPU
-  throughput falling to 80 % of the 32-GPU run's at 512, with their model config and series; no telemetry.
+  throughput falling to 80 % of the 32-GPU run's at 512, with their model config and series, and a small GPU
+  history (one sample a minute) with its saturation score, as every job of the demo user has.
 
 The feeder (``appmetrics``, after the telemetry and saturation feeders) appends the Megatron job's rows for
 each tick's span, continuing its steps; a span fed twice writes the same keys again (the store replaces them).
@@ -26,7 +27,7 @@ from django.conf import settings
 
 from apps.core.demo import DemoContext, FeedContext, demo_feeder, demo_part
 from apps.telemetry.backends.base import TelemetryUnavailable
-from apps.telemetry.synthetic_jobs import straggler_onset_s, window_of_run
+from apps.telemetry.synthetic_jobs import Planted, job_chunks, straggler_onset_s, window_of_run
 
 from . import synthetic
 from .choices import JobModelConfigSourceChoices
@@ -48,6 +49,7 @@ SCALING_TOKENS_PER_GPU = 7600.0  # tokens/s per GPU of the 32-GPU run (~40 % MFU
 SCALING_FIRST_ID = 1_190_000  # below the history's job ids: these ran before it
 SCALING_MINUTES = 20
 SCALING_DAYS_AGO = 3
+SCALING_TELEMETRY_S = 60.0  # their GPU samples: one a minute
 
 
 def _store():
@@ -141,13 +143,30 @@ def _scaling(context: DemoContext) -> dict:
                                                       SCALING_MODEL["global_batch"], SCALING_MODEL["seq_len"]),
             checkpoints=False, startup_s=120.0, vocab=SCALING_MODEL["vocab"], lr_warmup_iters=100)
     jobs_upsert(cluster, records, source="demo")
-    points = 0
+    points = samples = 0
     for job in Job.objects.select_related("cluster").filter(cluster=cluster, job_id__in=list(runs)).order_by("job_id"):
         model_config_set(job, SCALING_MODEL, source=JobModelConfigSourceChoices.DEMO)
         points += _write(job, synthetic.app_frame(runs[job.job_id], DEMO_CLUSTER, job.job_id, end=job.end_time))
+        samples += _small_telemetry(job, context.seed)
     context.say(f"  appmetrics   scaling series {SCALING_NAME.format(gpus=32)} .. {SCALING_NAME.format(gpus=512)}: "
                 f"{len(runs)} finished runs of the demo user")
-    return {"scaling_runs": len(runs), "scaling_points": points}
+    return {"scaling_runs": len(runs), "scaling_points": points, "scaling_samples": samples}
+
+
+def _small_telemetry(job, seed: int) -> int:
+    """A minute-by-minute GPU history of a scaling run (the demo user's jobs all have telemetry and a score), small:
+    20 samples per series."""
+    from apps.saturation.services import job_saturation_refresh
+    from apps.telemetry.services import job_telemetry_refresh
+
+    store = _store()
+    duration = (job.end_time - job.start_time).total_seconds()
+    written = sum(store.write(chunk) for chunk in job_chunks(
+        "megatron", list(job.node_list), job.start_time, duration, interval_s=SCALING_TELEMETRY_S, cluster=DEMO_CLUSTER,
+        seed=seed + int(job.job_id), planted=Planted(), hosts_per_chunk=64))
+    job_telemetry_refresh(job)
+    job_saturation_refresh(job)
+    return written
 
 
 def _hostlist(nodes: list[str]) -> str:
