@@ -212,9 +212,13 @@ def scaling_view(entries: list[dict]) -> dict:
              "global_batch": (entry["model"] or {}).get("global_batch")} for entry in group]
     out = comparison.scaling(runs)  # sorted by GPUs, the job's reference kept beside its numbers
     left_out = [entry["ref"] for entry in entries if entry not in group]
-    base = out[0]
+    base, last = out[0], out[-1]
     note = (f"Against the smallest run, {base['job']} at {base['gpus']} GPUs: strong scaling where the global batch is the "
             "same, weak scaling where it grew with the GPUs.")
+    if last is not base and last["gpus"] > base["gpus"] and last["efficiency"] is not None:
+        kind = f" ({last['kind']} scaling)" if last["kind"] in ("strong", "weak") else ""
+        note += (f" At {last['gpus']} GPUs{kind}: {round(100 * last['efficiency'])} % efficiency, a speed-up of "
+                 f"{last['speedup']:.3g} where {last['ideal_speedup']:.3g} would be ideal.")
     if left_out:
         note += f" Left out (another model, or no throughput): {', '.join(left_out)}."
     model = {key: value for key, value in shape_of(group[0]["model"]) if value is not None}
@@ -323,3 +327,16 @@ def jobs_for_refs(user, refs, token_job=None) -> tuple[list, list[str]]:
         else:
             found.append(job)
     return found, unknown
+
+
+def compare_link(job, user, token_job=None, limit: int = 8) -> dict | None:
+    """For the job page: the comparison of ``job`` with the other runs of its model the user may see, as
+    ``{"url": "/jobs/compare/?jobs=...", "others": ["alps/12", ...], "words": "Compare with 4 other runs of this model"}``;
+    None when there is none (no model config, or no other run of the same shape)."""
+    others = compare_candidates(job, user, token_job, limit=limit)
+    if not others:
+        return None
+    refs = [f"{other.cluster.name}/{other.job_id}" for other in others]
+    count = len(refs)
+    return {"url": f"{reverse('appmetrics:compare')}?jobs={','.join([f'{job.cluster.name}/{job.job_id}', *refs])}",
+            "others": refs, "words": f"Compare with {count} other run{'s' * (count != 1)} of this model"}

@@ -20,9 +20,11 @@ def compare(request):
     problems: list[str] = []
     unknown: list[str] = []
     jobs = []
-    if request.GET.get("jobs", "").strip():
+    # Without JavaScript the form sends the list (jobs) and the job to add (add) as they are.
+    asked = ",".join(part for part in (request.GET.get("jobs", "").strip(), request.GET.get("add", "").strip()) if part)
+    if asked:
         try:
-            refs = parse_params(request.GET, CompareParams)["jobs"]
+            refs = parse_params({"jobs": asked}, CompareParams)["jobs"]
         except ValidationError as error:
             problems = _problems(error)
         else:

@@ -1,6 +1,6 @@
 """The job comparison in headless Chromium: the verdict first, differing rows marked, jobs added and removed in place
-(the address follows), a refused job explained, the scaling chart drawn; screenshots compare.png and
-compare-scaling.png."""
+(the address follows), a refused job explained, the scaling chart drawn (hand-built jobs; screenshot compare.png);
+then the demo's scaling series of one model at 32 to 512 GPUs (screenshot compare-scaling.png)."""
 import pytest
 
 from tests.appmetrics.test_compare import MODEL, OTHER_MODEL, SIX_GROUPS, make_job, nodes_of
@@ -74,7 +74,6 @@ def test_compare_side_by_side_then_scaling_in_place(live_server, page, screensho
     assert traces[0]["x"] == [24, 24, 48, 96] and traces[0]["y"] == pytest.approx([1000, 1180, 900, 750])
     assert traces[1]["name"].startswith("ideal") and traces[1]["y"] == pytest.approx([1000, 1000])
     assert traces[2]["y"] == pytest.approx([100, 118, 90, 75])
-    page.locator("#compare-scaling").screenshot(path=str(SCREENSHOTS / "compare-scaling.png"))
     assert page.problems.take() == []
 
     page.get_by_label("Add a job").fill("alps/2001")  # mallory's: refused like an unknown job, nothing changes
@@ -100,4 +99,24 @@ def test_compare_side_by_side_then_scaling_in_place(live_server, page, screensho
     assert "Name the jobs to compare" in page.locator("#compare-state").inner_text()
     assert page.locator("#compare-side").is_hidden()
     assert page.evaluate("window.__sameDocument") is True
+    assert page.problems.take() == []
+
+
+def test_the_demo_scaling_series(live_server, page, transactional_db):
+    from apps.appmetrics.demo import SCALING_FIRST_ID
+    from tests.demo_snapshot import load_demo
+
+    load_demo()
+    refs = ",".join(f"alps/{SCALING_FIRST_ID + index}" for index in range(5))
+    log_in(page, live_server.url, "demo", "belvedere-demo", f"/jobs/compare/?jobs={refs}")
+    page.wait_for_url(f"**/jobs/compare/?jobs={refs}")
+    wait_until(page, "document.documentElement.dataset.compareReady === 'true'")
+    page.wait_for_selector("#scaling-chart[data-rendered=true]")
+    assert page.locator("#verdict-line").inner_text().startswith(f"alps/{SCALING_FIRST_ID} trains 25 % more tokens/s per GPU "
+                                                                  f"than alps/{SCALING_FIRST_ID + 4} at the same model")
+    kinds = page.locator("#scaling-table tbody tr td:last-child").all_inner_texts()
+    assert kinds == ["baseline", "strong", "strong", "strong", "strong"]
+    efficiency = page.locator("#scaling-table tbody tr:last-child td").nth(6).inner_text()
+    assert efficiency in ("79 %", "80 %", "81 %")  # planted at 80 % of the 32-GPU run's tokens/s per GPU
+    page.locator("#compare-scaling").screenshot(path=str(SCREENSHOTS / "compare-scaling.png"))
     assert page.problems.take() == []
