@@ -367,7 +367,7 @@ class _Context:
         marker = self._near("event.restart", dip)
         if marker:
             return "restart", f"the application restarted at {_clock(marker[0])} (event.restart)"
-        if dip.gap_s > 0:
+        if dip.gap_s > 0 and self._near("event.evaluation", dip) is None:  # an evaluation also stops the log
             return "restart", (f"no data for {_duration(dip.gap_s)} after {_clock(dip.start_ns)}, then throughput "
                                f"below the usual: a restart")
         return None

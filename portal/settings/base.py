@@ -548,6 +548,12 @@ NOTIFY_RATE_LIMIT_HOURS = env.float("NOTIFY_RATE_LIMIT_HOURS", default=24.0)
 NOTIFY_STRAGGLER_MINUTES = env.int("NOTIFY_STRAGGLER_MINUTES", default=30)
 CELERY_BEAT_SCHEDULE["notifications.notify_running_jobs"] = {"task": "notifications.notify_running_jobs",
                                                               "schedule": float(NOTIFY_SECONDS)}
+# The opt-in job-end summary: waits up to NOTIFY_JOB_END_WAIT_MINUTES for the job's final scoring; jobs that ended
+# within NOTIFY_JOB_END_LOOKBACK_HOURS are looked at.
+NOTIFY_JOB_END_WAIT_MINUTES = env.int("NOTIFY_JOB_END_WAIT_MINUTES", default=30)
+NOTIFY_JOB_END_LOOKBACK_HOURS = env.float("NOTIFY_JOB_END_LOOKBACK_HOURS", default=48.0)
+CELERY_BEAT_SCHEDULE["notifications.notify_ended_jobs"] = {"task": "notifications.notify_ended_jobs",
+                                                            "schedule": float(NOTIFY_SECONDS)}
 # The staff digest of the triage inbox: to these addresses (comma-separated; empty: no digest), this often.
 NOTIFY_STAFF_DIGEST_EMAILS = env.list("NOTIFY_STAFF_DIGEST_EMAILS", default=[])
 NOTIFY_STAFF_DIGEST_HOURS = env.float("NOTIFY_STAFF_DIGEST_HOURS", default=24.0)

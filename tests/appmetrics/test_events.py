@@ -301,3 +301,20 @@ def test_a_long_shallow_loss_is_found_though_it_never_crosses_the_entry_threshol
     [event] = find_events(times, values, None)
     assert event["kind"] == "unknown" and event["end"] is None
     assert event["start"] == times[300].to_pydatetime()
+
+
+def test_a_gap_in_the_log_during_an_evaluation_is_the_evaluation_not_a_restart():
+    import numpy as np
+    import pandas as pd
+
+    from apps.appmetrics.events import Evidence, find_events
+
+    times = pd.date_range("2026-11-24T10:00:00Z", periods=400, freq="10s")
+    keep = np.ones(len(times), dtype=bool)
+    keep[200:290] = False  # 15 minutes without a log line: one iteration held by the evaluation
+    times, values = times[keep], np.full(keep.sum(), 100_000.0)
+    evidence = Evidence(times=times.tz_localize(None).to_numpy("datetime64[ns]"), step_s=10.0,
+                        markers=[{"name": "event.evaluation", "ts": times[199] + pd.Timedelta(seconds=5), "value": 900.0}])
+    values[200] = 10_000.0  # the iteration that spans it
+    kinds = [event["kind"] for event in find_events(times, values, evidence)]
+    assert kinds == ["evaluation"]

@@ -84,7 +84,7 @@ def test_a_job_without_app_metrics_gets_a_report_that_says_what_is_missing(bare_
     assert "No throughput" in text
 
 
-@pytest.mark.urls(__name__)
+
 def test_the_api_queues_one_build_reports_progress_and_serves_the_file(bare_job, api_client, make_user,
                                                                         django_capture_on_commit_callbacks):
     api_client.force_authenticate(make_user("alice", accounts=["a-llm01"]))
@@ -116,7 +116,7 @@ def test_the_api_queues_one_build_reports_progress_and_serves_the_file(bare_job,
     assert len(again) == 1
 
 
-@pytest.mark.urls(__name__)
+
 def test_others_are_told_the_job_does_not_exist(bare_job, api_client, make_user):
     api_client.force_authenticate(make_user("mallory", accounts=["a-other"]))
     assert api_client.post("/api/v1/jobs/alps/77/report/").status_code == 404

@@ -131,10 +131,14 @@ def test_the_command_from_a_separate_virtualenv_with_only_a_token(demo, tmp_path
                                 text=True, timeout=300)
         assert result.returncode == 0, result.stdout + result.stderr
 
-    # setuptools < 70.1 (a Python 3.11 venv has 65.5) builds wheels with the "wheel" package, which venvs lack.
-    if subprocess.run([str(python), "-c", "import wheel"], capture_output=True).returncode != 0:
-        pip("install", "--quiet", "wheel")
-    pip("install", "--no-index", "--no-build-isolation", str(source))
+    # The wheel is built here (the dev requirements have "wheel", which setuptools < 70.1 builds wheels with) and
+    # installed there from the file alone, as a site would copy it to a login node: no package index involved.
+    dist = tmp_path / "dist"
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation", "-w",
+                            str(dist), str(source)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    [wheel] = list(dist.glob("belvedere_client-*.whl"))
+    pip("install", "--no-index", str(wheel))
 
     home = tmp_path / "home"
     (home / ".config" / "belvedere").mkdir(parents=True)
