@@ -205,7 +205,8 @@ def scaling_view(entries: list[dict]) -> dict:
             note = (f"No scaling view yet: the runs of one model here all use {gpus} GPUs; add a run of it at another "
                     "GPU count.")
         else:
-            note = "No scaling view: no two of these jobs train the same model shape at different GPU counts with a known throughput."
+            note = ("No scaling view: no two of these jobs train the same model shape at different GPU counts with a "
+                    "known throughput.")
         return {"runs": [], "model": None, "note": note, "left_out": [entry["ref"] for entry in entries]}
     group = max(candidates, key=len)
     runs = [{"job": entry["ref"], "gpus": int(entry["gpus"]), "tokens_per_s": float(entry["tokens_per_s"]),

@@ -70,7 +70,8 @@ def test_compare_side_by_side_then_scaling_in_place(live_server, page, screensho
     assert rows.nth(3).locator("td").all_inner_texts()[-2:] == ["75 %", "weak"]
     assert "alps/1002" in page.locator("#scaling-note").inner_text()  # another model: left out, and said so
     # Plotly's data: the measured tokens/s per GPU and the ideal line at the baseline's.
-    traces = page.evaluate("Array.from(document.getElementById('scaling-chart').data, t => ({x: Array.from(t.x), y: Array.from(t.y), name: t.name}))")
+    traces = page.evaluate("Array.from(document.getElementById('scaling-chart').data, "
+                           "t => ({x: Array.from(t.x), y: Array.from(t.y), name: t.name}))")
     assert traces[0]["x"] == [24, 24, 48, 96] and traces[0]["y"] == pytest.approx([1000, 1180, 900, 750])
     assert traces[1]["name"].startswith("ideal") and traces[1]["y"] == pytest.approx([1000, 1000])
     assert traces[2]["y"] == pytest.approx([100, 118, 90, 75])

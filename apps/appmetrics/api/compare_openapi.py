@@ -19,7 +19,8 @@ class ComparePlacement(serializers.Serializer):
     nodes = serializers.IntegerField()
     groups = serializers.IntegerField(help_text="dragonfly groups the job's nodes span")
     switches = serializers.IntegerField(help_text="switches the job's NICs attach to")
-    group_fragmentation = serializers.FloatField(allow_null=True, help_text="groups used / fewest groups that could hold the nodes (1 = compact)")
+    group_fragmentation = serializers.FloatField(
+        allow_null=True, help_text="groups used / fewest groups that could hold the nodes (1 = compact)")
     nodes_per_group = serializers.DictField(child=serializers.IntegerField())
 
 
