@@ -38,6 +38,7 @@ from apps.telemetry.models import JobTelemetry
 from apps.telemetry.selectors import job_cube
 
 from . import selectors
+from .compare import compare_link
 from .models import JobModelConfig
 
 KEY = "appmetrics"
@@ -261,6 +262,7 @@ def context(job, request) -> dict:
         "appmetrics_model_url": _url("appmetrics-api:model", *args),
         "appmetrics_figure_url": reverse("jobs:panel-figure", args=[*args, KEY, "throughput"]),
         "appmetrics_live_seconds": settings.JOB_PAGE_LIVE_SECONDS,
+        "appmetrics_compare": compare_link(job, request.user),
     }
     if job.start_time is None:
         result["appmetrics_reason"] = "The job has not started: its training metrics appear here once it runs."

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pandas as pd
 from django.core.cache import cache
 from django.db import transaction
-from django.utils import timezone
+from django.utils.timezone import now as time_now
 
 from apps.telemetry.backends.base import APP_COLUMNS, canonical_app
 from apps.telemetry.store import telemetry_store
@@ -115,7 +115,7 @@ def series_write(job, frame: pd.DataFrame) -> int:
     frame = frame.assign(cluster=job.cluster.name, job_id=int(job.job_id))
     written = telemetry_store().write_job_series(canonical_app(frame))
     # The panel's cached efficiency keys on this stamp: rows sent long after the job ended show at once.
-    cache.set(f"appmetrics:series-written:{job.pk}", timezone.now().timestamp(), None)
+    cache.set(f"appmetrics:series-written:{job.pk}", time_now().timestamp(), None)
     return written
 
 

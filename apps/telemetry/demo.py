@@ -39,7 +39,7 @@ from apps.core.demo import DemoContext, FeedContext, demo_feeder, demo_part
 
 from .backends.base import Query, TelemetryUnavailable
 from .products import MAX_BUCKETS, choose_step
-from .synthetic_jobs import Planted, default_planted, job_chunks, profile_for, window_of_run
+from .synthetic_jobs import Planted, default_planted, job_chunks, profile_for, straggler_onset_s, window_of_run
 
 DEMO_CLUSTER = "alps"
 DEMO_USER = "demo"
@@ -158,7 +158,8 @@ def build(context: DemoContext) -> dict:
     windows = context.shared.setdefault("telemetry_windows", [])
     megatron = Job.objects.get(cluster__name=key[0], job_id=key[1])
     start, duration, before = window_of_run(megatron.start_time, now, hours=settings.DEMO_TELEMETRY_HOURS)
-    planted = default_planted(list(megatron.node_list))
+    # The straggler appears partway through the window (its throughput dip is one of the demo's stories).
+    planted = default_planted(list(megatron.node_list), throttled_after_s=straggler_onset_s(before, duration))
     samples = 0
     for chunk in job_chunks("megatron", list(megatron.node_list), start, duration, seed=context.seed, planted=planted,
                             elapsed_before_s=before, cluster=DEMO_CLUSTER):
