@@ -29,7 +29,7 @@ class LineErrorBody(serializers.Serializer):
     message = serializers.CharField()
 
 
-class IngestResponse(serializers.Serializer):
+class MetricsIngestResponse(serializers.Serializer):
     job = serializers.CharField()
     format = serializers.CharField()
     rows = serializers.IntegerField(help_text="values stored")

@@ -42,7 +42,7 @@ class ReportView(APIView):
 
     @extend_schema(request=None, responses={202: ReportStatusResponse})
     def post(self, request, cluster: str, job_id: int):
-        job = job_for(request, cluster, job_id)
+        job = job_for(request, cluster, job_id, write=True)  # a build costs a worker: the job's user, staff or token
         report, queued = reporting.report_request(job)
         body = reporting.report_body(job, report)
         if not queued:
@@ -66,7 +66,7 @@ class ReportFileView(APIView):
     authentication_classes = JOB_API_AUTHENTICATION
     content_negotiation_class = AnyAccept
 
-    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY), 404: OpenApiResponse(description="not built")})
+    @extend_schema(responses={(200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY)})  # 4xx: the Error body (core hook)
     def get(self, request, cluster: str, job_id: int):
         job = job_for(request, cluster, job_id)
         report = reporting.report_get(job)

@@ -19,7 +19,7 @@ from apps.jobs.selectors import job_get_for_user
 from .. import selectors, services
 from ..flops import ModelConfig, formula_words, model_flops_per_token
 from ..series import series_body
-from .openapi import EfficiencyResponse, IngestResponse, MetricsResponse, ModelResponse
+from .openapi import EfficiencyResponse, MetricsIngestResponse, MetricsResponse, ModelResponse
 from .serializers import MetricsGetParams, MetricsPostParams, ModelConfigSerializer
 
 
@@ -30,7 +30,7 @@ def job_for(request, cluster: str, job_id: int, *, write: bool = False):
     if job is None:
         raise Http404
     if write and not (token_job(request) is not None or request.user.is_staff or request.user.get_username() == job.user_name):
-        raise exceptions.PermissionDenied("Only the job's user, staff or the job's own token may send its metrics.")
+        raise exceptions.PermissionDenied("Only the job's user, staff or the job's own token may send its metrics or build its report.")
     return job
 
 
@@ -58,7 +58,7 @@ class MetricsView(APIView):
     @extend_schema(parameters=[MetricsPostParams],
                    request={"application/json": {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object"}}}},
                             "text/plain": {"type": "string"}, "application/octet-stream": {"type": "string", "format": "binary"}},
-                   responses={201: IngestResponse})
+                   responses={201: MetricsIngestResponse})
     def post(self, request, cluster: str, job_id: int):
         job = job_for(request, cluster, job_id, write=True)
         kind = parse_query(request, MetricsPostParams)["format"]
