@@ -26,8 +26,14 @@ Finding dips (all thresholds relative to the *baseline*):
   the first sample after it, None when the dip lasts to the end of the data.
 * ``dip`` = 1 - (mean throughput over the dip) / baseline, time-weighted: a gap counts as zero throughput.
 
-Attribution, first match wins; "near" means inside the dip or up to ``tolerance`` before its start
-(two evidence buckets or two logging intervals, whichever is longer):
+Phases inside a dip: samples that fall in a checkpoint or evaluation phase (a marker with its duration, or
+buckets where the GPUs were idle together, plus one logging interval) are carved out of a dip that also holds
+other low samples; each phase is its own event, and the rest (when at least ``SPLIT_TAIL`` samples, low on
+average) one more, from the dip's start: a straggler that appears before or during a checkpoint keeps its event.
+
+Attribution, first match wins; "near" means from ``tolerance`` before the dip's start (two evidence buckets or
+two logging intervals, whichever is longer) to ``NEAR_S`` after it, or the dip's end when sooner: a cause is
+what starts a dip, not what happens an hour into it:
 
 1. restart: an ``event.restart`` marker near, or a gap in the data joined to the dip;
 2. checkpoint: an ``event.checkpoint`` marker near, or at least 80 % of the job's GPUs idle in the same
@@ -58,8 +64,12 @@ MIN_SAMPLES = 5
 # A long shallow dip counts too: at least this many samples in a row, on average this far below the usual (a
 # straggler that costs 8 % for the rest of the run never crosses ENTER but is the costliest dip of all).
 SUSTAINED, SUSTAINED_DROP = 12, 0.07
-# A dip that outlasts the checkpoint it starts with by this many samples is split: the rest is explained anew.
+# Samples of a dip outside its checkpoint or evaluation phases make an event of their own when there are at least
+# this many of them, low on average (a straggler appearing during a checkpoint).
 SPLIT_TAIL = 3
+# Evidence explains a dip when it starts up to this long after the dip's start (a straggler detector needs a few
+# minutes of lag to flag a GPU), or inside a shorter dip.
+NEAR_S = 600.0
 IDLE_TOGETHER = 0.8
 EVAL_BUSY_IDLE, EVAL_TENSOR_DROP, EVAL_DRAM_RISE = 0.2, 0.2, 0.1
 THROTTLE_DURING, THROTTLE_BEFORE, THROTTLE_LOOKBACK = 0.5, 0.2, 10
@@ -305,47 +315,60 @@ class _Context:
         last = int(np.searchsorted(self.buckets, end_ns, side="left"))
         return first, max(first, last)
 
+    def _near_span(self, dip: _Dip) -> tuple[int, int]:
+        """Where evidence explains ``dip``: from ``tolerance`` before its start to ``NEAR_S`` after it (less for a
+        shorter dip). A cause is what starts the dip; something that happens an hour into a long dip does not."""
+        length_ns = (dip.end_ns if dip.end_ns is not None else int(self.times[-1]) + int(self.dt * 1e9)) - dip.start_ns
+        return dip.start_ns - self.tolerance_ns, dip.start_ns + max(self.tolerance_ns, min(length_ns, int(NEAR_S * 1e9)))
+
     def _near(self, name: str, dip: _Dip) -> tuple[int, float] | None:
-        end_ns = dip.end_ns if dip.end_ns is not None else np.iinfo("int64").max
+        lo, hi = self._near_span(dip)
         for stamp, value in self.markers[name]:
-            if dip.start_ns - self.tolerance_ns <= stamp <= end_ns:
+            if lo <= stamp <= hi:
                 return stamp, value
         return None
 
     def events(self, dip: _Dip) -> list[dict]:
-        """The dip's event, or two when a checkpoint explains only its start and throughput stays low after it
-        (a straggler that appears during a checkpoint): the rest is explained on its own."""
-        split = self._after_checkpoint(dip)
-        if split is None:
+        """The dip's events. A dip that holds a phase the application or the GPUs mark (a checkpoint, an
+        evaluation) beside samples that are low for another reason (a straggler appearing before or during a
+        checkpoint) gives one event per phase and one for the rest, each explained on its own."""
+        inside = self._in_phases(dip)
+        if not inside.any() or inside.all():
             return [self.event(dip)]
-        head, tail = split
-        rest = (self._restart, self._evaluation, self._straggler, self._throttling)  # the checkpoint is over
-        return [self.event(head, checks=(self._checkpoint,)), self.event(tail, checks=rest)]
+        found = []
+        for a, b in _runs(inside):
+            phase = _make_dip(self.times, self.values, self.baseline, self.dt, dip.first + a, dip.first + b, dip.first + a, 0.0)
+            if a == 0:
+                phase = _Dip(phase.first, phase.last, dip.start_ns, phase.end_ns, phase.dip, dip.gap_s)
+            found.append(self.event(phase, checks=(self._checkpoint, self._evaluation)))
+        rest = np.flatnonzero(~inside) + dip.first
+        level = float(self.values[rest].mean()) / self.baseline
+        if len(rest) >= SPLIT_TAIL and level <= 1 - EXIT:
+            start_ns = dip.start_ns if rest[0] == dip.first else int(self.times[rest[0]])
+            end_ns = dip.end_ns if rest[-1] == dip.last else int(self.times[rest[-1] + 1])
+            remainder = _Dip(int(rest[0]), int(rest[-1]), start_ns, end_ns, min(1.0, max(0.0, 1.0 - level)),
+                             dip.gap_s if rest[0] == dip.first else 0.0)
+            found.append(self.event(remainder, checks=(self._restart, self._evaluation, self._straggler, self._throttling)))
+        return sorted(found, key=lambda event: event["start"])
 
-    def _after_checkpoint(self, dip: _Dip) -> tuple[_Dip, _Dip] | None:
-        first, last = self._bucket_range(dip)
-        if self._checkpoint(dip, first, last) is None:
-            return None
-        marker = self._near("event.checkpoint", dip)
-        ends = []
-        if marker is not None and marker[1] != 1.0:
-            ends.append(marker[0] + int(marker[1] * 1e9))
-        idle = self.idle[first:last]
-        together = np.flatnonzero(np.nan_to_num(idle, nan=0.0) >= IDLE_TOGETHER)
-        if len(together):
-            ends.append(int(self.buckets[first + together[-1]]) + int(self.step_s * 1e9))
-        if not ends:
-            return None
-        over_ns = max(ends) + int(self.dt * 1e9)
-        after = np.flatnonzero(self.times[dip.first:dip.last + 1] > over_ns)
-        if not len(after):
-            return None
-        k = dip.first + int(after[0])
-        if k == dip.first or dip.last - k + 1 < SPLIT_TAIL or self.values[k:dip.last + 1].mean() / self.baseline > 1 - EXIT:
-            return None
-        head = _make_dip(self.times, self.values, self.baseline, self.dt, dip.first, k - 1, dip.first, dip.gap_s)
-        head = _Dip(head.first, head.last, dip.start_ns, head.end_ns, head.dip, head.gap_s)
-        return head, _make_dip(self.times, self.values, self.baseline, self.dt, k, dip.last, k, 0.0)
+    def _in_phases(self, dip: _Dip) -> np.ndarray:
+        """Per sample of the dip: whether it falls in a checkpoint or evaluation phase (a marker with its
+        duration (value other than 1), or buckets where the GPUs were idle together), up to one logging interval after it (the
+        iteration that spanned the phase is logged when it ends)."""
+        dt_ns, step_ns = int(self.dt * 1e9), int(self.step_s * 1e9)
+        spans = []
+        for name in ("event.checkpoint", "event.evaluation"):
+            for stamp, seconds in self.markers[name]:
+                if seconds != 1.0:  # a marker without its duration says when a phase began, not how long it held
+                    spans.append((stamp, stamp + int(seconds * 1e9) + dt_ns))
+        together = np.nan_to_num(self.idle, nan=0.0) >= IDLE_TOGETHER
+        for a, b in _runs(together):
+            spans.append((int(self.buckets[a]), int(self.buckets[b]) + step_ns + dt_ns))
+        times = self.times[dip.first:dip.last + 1]
+        inside = np.zeros(len(times), dtype=bool)
+        for lo, hi in spans:
+            inside |= (times >= lo) & (times <= hi)
+        return inside
 
     def event(self, dip: _Dip, checks=None) -> dict:
         first, last = self._bucket_range(dip)
@@ -374,6 +397,9 @@ class _Context:
 
     def _checkpoint(self, dip: _Dip, first: int, last: int):
         marker = self._near("event.checkpoint", dip)
+        lo, hi = self._near_span(dip)  # GPUs idle together where the dip starts, not an hour into it
+        first = max(first, int(np.searchsorted(self.buckets, lo - int(self.step_s * 1e9), side="right")))
+        last = max(first, min(last, int(np.searchsorted(self.buckets, hi, side="left"))))
         idle = self.idle[first:last]
         idle_max = float(np.nanmax(idle)) if np.isfinite(idle).any() else None
         if marker is None and (idle_max is None or idle_max < IDLE_TOGETHER):
@@ -407,12 +433,12 @@ class _Context:
         return None
 
     def _straggler(self, dip: _Dip, first: int, last: int):
-        end_ns = dip.end_ns if dip.end_ns is not None else np.iinfo("int64").max
+        lo, hi = self._near_span(dip)
         for straggler in self.evidence.stragglers:
             stamp = to_ns([straggler.get("start")])
             if not len(stamp) or stamp[0] == np.iinfo("int64").min:
                 continue
-            if dip.start_ns - self.tolerance_ns <= stamp[0] <= end_ns:
+            if lo <= stamp[0] <= hi:
                 why = straggler.get("reason") or "slower than its peers"
                 return "straggler", f"{straggler.get('label', 'a GPU')} straggles from {_clock(int(stamp[0]))}: {why}"
         return None

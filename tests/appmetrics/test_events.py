@@ -318,3 +318,37 @@ def test_a_gap_in_the_log_during_an_evaluation_is_the_evaluation_not_a_restart()
     values[200] = 10_000.0  # the iteration that spans it
     kinds = [event["kind"] for event in find_events(times, values, evidence)]
     assert kinds == ["evaluation"]
+
+
+def test_a_straggler_that_appears_before_a_checkpoint_keeps_its_own_event_and_a_later_evaluation_its_own():
+    """What the live demo showed: a GPU starts straggling 17 minutes before a checkpoint (throughput 14 % lower
+    from then on) and an evaluation comes 85 minutes later. The low samples form one dip from the onset to the
+    end; the checkpoint's and the evaluation's phases are carved out of it and explained by their markers, the
+    rest by the straggler whose finding starts at the onset, not by the evaluation an hour into it."""
+    import numpy as np
+    import pandas as pd
+
+    from apps.appmetrics.events import Evidence, find_events
+
+    times = pd.date_range("2026-11-24T20:00:00Z", periods=240, freq="60s")  # four hours, a line a minute
+    values = np.full(len(times), 190_000.0) * (1 + 0.01 * np.cos(np.arange(len(times))))
+    onset, checkpoint, evaluation = 108, 125, 210  # minutes in
+    values[onset:] *= 0.86
+    values[checkpoint + 1] = 80_000.0  # the line after the checkpoint: its iteration held 90 s more
+    values[evaluation + 1:evaluation + 16] = 60_000.0  # the evaluation phase
+    buckets = times.tz_localize(None).to_numpy("datetime64[ns]")
+    idle = np.zeros(len(times))
+    idle[checkpoint:checkpoint + 2] = 1.0  # every GPU idle while the checkpoint is written
+    evidence = Evidence(times=buckets, step_s=60.0, idle_share=idle,
+                        markers=[{"name": "event.checkpoint", "ts": times[checkpoint], "value": 90.0},
+                                 {"name": "event.evaluation", "ts": times[evaluation], "value": 900.0}],
+                        stragglers=[{"label": "nid000473 GPU 2", "start": times[onset + 2], "reason": "SM clock 28 % low"}])
+    events = find_events(times, values, evidence)
+    assert [event["kind"] for event in events] == ["straggler", "checkpoint", "evaluation"], events
+    straggler, saved, evaluated = events
+    assert straggler["start"] == times[onset].to_pydatetime() and straggler["end"] is None
+    assert 0.11 <= straggler["dip"] <= 0.17 and "nid000473 GPU 2" in straggler["reason"]
+    assert abs((saved["start"] - times[checkpoint + 1].to_pydatetime()).total_seconds()) <= 60
+    # the phase: the idle buckets and one logging interval after them (the line of the iteration that spanned it)
+    assert saved["end"] is not None and (saved["end"] - saved["start"]).total_seconds() <= 300
+    assert evaluated["start"] >= times[evaluation].to_pydatetime()
