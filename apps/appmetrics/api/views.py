@@ -1,9 +1,8 @@
 """Application-metrics endpoints: /api/v1/jobs/<cluster>/<job_id>/metrics/, .../model/, .../efficiency/ and
 /api/v1/jobs/compare/. Thin: validate, call a service or selector, answer."""
 from django.conf import settings
-from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import exceptions, status
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,8 +12,7 @@ from apps.core.api.exceptions import ErrorItem, InputError, flatten_validation_d
 from apps.core.api.negotiation import FormatIsOurs
 from apps.core.api.params import parse_query
 from apps.core.api.parsers import BoundedJSONParser, BoundedStream, StreamParser
-from apps.jobs.authentication import token_job
-from apps.jobs.selectors import job_get_for_user
+from apps.jobs.api.access import job_for_request
 
 from .. import selectors, services
 from ..flops import ModelConfig, formula_words, model_flops_per_token
@@ -24,14 +22,8 @@ from .serializers import MetricsGetParams, MetricsPostParams, ModelConfigSeriali
 
 
 def job_for(request, cluster: str, job_id: int, *, write: bool = False):
-    """The job if the caller may see it (404 otherwise); writes only for its user, staff or the job's own token
-    (403 for the project's members, who may look but not change it)."""
-    job = job_get_for_user(request.user, cluster, job_id, token_job(request))
-    if job is None:
-        raise Http404
-    if write and not (token_job(request) is not None or request.user.is_staff or request.user.get_username() == job.user_name):
-        raise exceptions.PermissionDenied("Only the job's user, staff or the job's own token may send its metrics or build its report.")
-    return job
+    """The job (404 when the caller may not see it); writes: its user, staff or its own token (the jobs app's rule)."""
+    return job_for_request(request, cluster, job_id, write=write, what="send its metrics or build its report")
 
 
 def _refused(exc: services.MetricsRefused) -> InputError:

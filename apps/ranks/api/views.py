@@ -1,8 +1,7 @@
 """Job layout endpoints: /api/v1/jobs/<cluster>/<job_id>/layout/, .../layout/log/, .../ranks/,
 .../ranks/figure/."""
-from django.http import Http404
 from drf_spectacular.utils import extend_schema
-from rest_framework import exceptions, status
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -11,8 +10,7 @@ from apps.core.api.conditional import VARY, ProductVersion, product_response
 from apps.core.api.exceptions import ErrorItem, InputError, flatten_validation_detail
 from apps.core.api.params import parse_query
 from apps.core.api.parsers import BoundedFormParser, BoundedJSONParser, BoundedMultiPartParser
-from apps.jobs.authentication import token_job
-from apps.jobs.selectors import job_get_for_user
+from apps.jobs.api.access import job_for_request
 
 from ..logparse import LogParseError, parse_megatron_log
 from ..panel import ColourUnavailable, figure_answer
@@ -27,14 +25,7 @@ MAX_LOG_BYTES = 200 * 1024 * 1024
 
 
 def _job_for(request, cluster: str, job_id: int, *, write: bool):
-    """The job if the caller may see it (404 otherwise); for writes, only its user, staff or
-    the job's own token (403 for account members, who may look but not change it)."""
-    job = job_get_for_user(request.user, cluster, job_id, token_job(request))
-    if job is None:
-        raise Http404
-    if write and not (token_job(request) is not None or request.user.is_staff or request.user.get_username() == job.user_name):
-        raise exceptions.PermissionDenied("Only the job's user, staff or the job's own token may set its layout.")
-    return job
+    return job_for_request(request, cluster, job_id, write=write, what="set its layout")
 
 
 def _store(job, data: dict, **kwargs) -> None:
