@@ -15,6 +15,7 @@ token, and the hardware evidence its throughput dips are explained by. Plain Pyt
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 IDLE_SM = 0.15
 GAP_FACTOR = 5.0
@@ -22,6 +23,37 @@ ENERGY_FIELD, SM_FIELD, TENSOR_FIELD, DRAM_FIELD, THROTTLE_FIELD = 156, 1002, 10
 EVIDENCE_FIELDS = (SM_FIELD, TENSOR_FIELD, DRAM_FIELD, THROTTLE_FIELD, ENERGY_FIELD)
 POWER_BITS = 0x4 | 0x80 | 0x400  # SW power cap, HW slowdown, HW power brake
 THERMAL_BITS = 0x8 | 0x20 | 0x40  # HW slowdown (thermal), SW thermal, HW thermal
+
+
+def throughput(series: pd.DataFrame, global_batch: int | None, seq_len: int | None) -> tuple[np.ndarray, np.ndarray, str]:
+    """(times, tokens/s, where it came from) of a job's application series (APP_COLUMNS): the logged
+    ``tokens_per_s``, else global batch x sequence length / ``iteration_s``; empty when neither can be had."""
+    logged = series[series["name"] == "tokens_per_s"]
+    if len(logged):
+        return logged["ts"].to_numpy("datetime64[ns]"), logged["value"].to_numpy(float), "logged tokens_per_s"
+    iteration = series[series["name"] == "iteration_s"]
+    if len(iteration) and global_batch and seq_len:
+        seconds = iteration["value"].to_numpy(float)
+        with np.errstate(divide="ignore"):
+            rate = np.where(seconds > 0, global_batch * seq_len / seconds, np.nan)
+        return iteration["ts"].to_numpy("datetime64[ns]"), rate, "global batch x sequence length / iteration time"
+    return np.array([], dtype="datetime64[ns]"), np.array([], dtype=float), ""
+
+
+def energy_per_token(buckets: np.ndarray, step_s: float, energy_max: np.ndarray, ts: np.ndarray,
+                     tokens_per_s: np.ndarray) -> float | None:
+    """Joules per token over the span both cover: the energy counter's rise (per GPU x bucket maxima, mJ) in the
+    buckets from the first to the last logged throughput, over the tokens trained from then to the last one."""
+    if not len(ts):
+        return None
+    seconds = np.asarray(buckets, dtype="datetime64[ns]").astype("int64") / 1e9
+    first, last = _seconds(ts).min(), _seconds(ts).max()
+    inside = (seconds >= first - step_s) & (seconds <= last)
+    if not inside.any():
+        return None
+    energy = energy_rise_j(np.asarray(energy_max)[:, inside])
+    tokens = tokens_between(ts, tokens_per_s, max(first, seconds[inside].min()), last)
+    return energy / tokens if energy and tokens > 0 else None
 
 
 def _seconds(ts: np.ndarray) -> np.ndarray:
@@ -77,19 +109,19 @@ def energy_rise_j(energy_max: np.ndarray) -> float | None:
 
 
 def evidence_arrays(fields: list[int], mean: np.ndarray, maxima: np.ndarray, labels: list[str]) -> dict:
-    """From a job cube's per-GPU x field x bucket means and maxima: {"idle_share", "tensor_active", "dram_active",
+    """From a job cube's per-GPU x field x bucket means and maxima: {"idle_share", "sm_active", "tensor_active", "dram_active",
     "throttled": {label: the power and thermal throttle bits per bucket (only GPUs that had any)}} (NaN where unknown)."""
     index = {int(field): i for i, field in enumerate(fields)}
     buckets = mean.shape[2] if mean.ndim == 3 else 0
-    out = {"idle_share": np.full(buckets, np.nan), "tensor_active": np.full(buckets, np.nan),
-           "dram_active": np.full(buckets, np.nan), "throttled": {}}
+    out = {"idle_share": np.full(buckets, np.nan), "sm_active": np.full(buckets, np.nan),
+           "tensor_active": np.full(buckets, np.nan), "dram_active": np.full(buckets, np.nan), "throttled": {}}
     with np.errstate(invalid="ignore"):
         if SM_FIELD in index:
             sm = mean[:, index[SM_FIELD], :].astype(float)
             reporting = np.isfinite(sm).sum(axis=0)
             idle = (np.where(np.isfinite(sm), sm, np.inf) < IDLE_SM).sum(axis=0)
             out["idle_share"] = np.where(reporting > 0, idle / np.maximum(reporting, 1), np.nan)
-        for name, field in (("tensor_active", TENSOR_FIELD), ("dram_active", DRAM_FIELD)):
+        for name, field in (("sm_active", SM_FIELD), ("tensor_active", TENSOR_FIELD), ("dram_active", DRAM_FIELD)):
             if field in index:
                 block = mean[:, index[field], :].astype(float)
                 counts = np.isfinite(block).sum(axis=0)

@@ -37,17 +37,19 @@ from apps.telemetry.backends.base import TelemetryUnavailable
 from apps.telemetry.models import JobTelemetry
 from apps.telemetry.selectors import job_cube
 
+from . import efficiency as eff
 from . import selectors
 from .compare import compare_link
 from .models import JobModelConfig
+from .series import thin
+from .services import SERIES_STAMP
 
 KEY = "appmetrics"
 LIVE_TTL = 30  # seconds a running job's efficiency is kept at most (new rows arrive all the time)
 DONE_TTL = 6 * 3600  # a finished job's: its key changes when anything it depends on does
 MAX_POINTS = 2000  # per series in the figure: about one per pixel column of a wide screen
-SERIES_STAMP = "appmetrics:series-written:{pk}"  # set by the ingest services (see series_stamp)
 FIGURE_SERIES = ("tokens_per_s", "iteration_s", "loss")
-SM_FIELD, TENSOR_FIELD, UTIL_FIELD = 1002, 1004, 203
+UTIL_FIELD = 203  # GPU utilisation, where the profiling fields (eff.SM_FIELD, eff.TENSOR_FIELD) are missing
 KIND_COLOURS = {"checkpoint": "#5a6472", "evaluation": "#00798c", "straggler": "#d1495b", "throttling": "#edae49",
                 "restart": "#8e5ea2", "unknown": "#9aa3ad"}
 KIND_FILLS = {"checkpoint": "rgba(90,100,114,0.16)", "evaluation": "rgba(0,121,140,0.14)",
@@ -74,11 +76,6 @@ KIND_ORDER = ("straggler", "throttling", "restart", "unknown", "checkpoint", "ev
 def series_stamp(job) -> str:
     """The moment the job's series were last written, as the ingest services record it (``"0"`` if unknown)."""
     return str(cache.get(SERIES_STAMP.format(pk=job.pk), "0"))
-
-
-def mark_series_written(job) -> None:
-    """Record that ``job``'s application series changed (call after every write: cached efficiency moves on)."""
-    cache.set(SERIES_STAMP.format(pk=job.pk), timezone.now().timestamp(), None)
 
 
 def _inputs(job) -> str:
@@ -290,42 +287,31 @@ def _iso(values) -> list[str]:
     return [str(t) + "Z" for t in np.datetime_as_string(np.asarray(values, dtype="datetime64[ns]"), unit="s")]
 
 
-def _thin(count_: int) -> np.ndarray:
-    if count_ <= MAX_POINTS:
-        return np.arange(count_)
-    return np.unique(np.linspace(0, count_ - 1, MAX_POINTS).round().astype(int))
-
-
 def _app_series(job, numbers: dict) -> dict[str, pd.DataFrame]:
     """The figure's application series by name (thinned); tokens/s derived from the iteration time and the global
-    batch when the job logs no tokens_per_s (as the efficiency does)."""
+    batch when the job logs no tokens_per_s (as the efficiency does: ``efficiency.throughput``)."""
     frame = selectors.job_series(job, names=list(FIGURE_SERIES))
-    out = {name: group.iloc[_thin(len(group))] for name, group in frame.groupby("name", sort=False)}
+    out = {name: group.iloc[thin(len(group), MAX_POINTS)] for name, group in frame.groupby("name", sort=False)}
     model = numbers.get("model") or {}
-    if "tokens_per_s" not in out and "iteration_s" in out and model.get("global_batch") and model.get("seq_len"):
-        iteration = out["iteration_s"]
-        seconds = iteration["value"].to_numpy(float)
-        with np.errstate(divide="ignore"):
-            rate = np.where(seconds > 0, model["global_batch"] * model["seq_len"] / seconds, np.nan)
-        out["tokens_per_s"] = iteration.assign(value=rate)
+    if "tokens_per_s" not in out:
+        _ts, rate, source = eff.throughput(frame, model.get("global_batch"), model.get("seq_len"))
+        if source:
+            derived = frame[frame["name"] == "iteration_s"].assign(value=rate)
+            out["tokens_per_s"] = derived.iloc[thin(len(derived), MAX_POINTS)]
     return out
 
 
 def _gpu_activity(job) -> tuple[list[str], dict[str, np.ndarray], str]:
     """(bucket times, {name: mean over the job's GPUs per bucket}, words) from the job's telemetry cube: SM and
     tensor activity (DCGM 1002, 1004), or GPU utilisation (203) where the profiling fields are missing."""
-    cube = job_cube(job, (SM_FIELD, TENSOR_FIELD, UTIL_FIELD))
+    cube = job_cube(job, (eff.SM_FIELD, eff.TENSOR_FIELD, UTIL_FIELD))
     if cube is None or not len(cube.buckets):
         return [], {}, "no GPU telemetry product for this job yet"
-    found = {}
-    with np.errstate(all="ignore"):
-        for name, field, scale in (("SM active", SM_FIELD, 1.0), ("tensor active", TENSOR_FIELD, 1.0)):
-            index = cube.field_index(field)
-            if index is not None:
-                block = cube.mean[:, index, :].astype(float)
-                if np.isfinite(block).any():
-                    found[name] = np.nanmean(block, axis=0) * scale
-        if not found and cube.field_index(UTIL_FIELD) is not None:
+    arrays = eff.evidence_arrays(list(cube.fields), cube.mean, cube.max, cube.labels())
+    found = {name: arrays[key] for name, key in (("SM active", "sm_active"), ("tensor active", "tensor_active"))
+             if np.isfinite(arrays[key]).any()}
+    if not found and cube.field_index(UTIL_FIELD) is not None:
+        with np.errstate(all="ignore"):
             block = cube.mean[:, cube.field_index(UTIL_FIELD), :].astype(float)
             if np.isfinite(block).any():
                 found["GPU busy"] = np.nanmean(block, axis=0) / 100.0

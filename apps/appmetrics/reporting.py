@@ -30,6 +30,7 @@ from apps.telemetry.selectors import job_cube
 
 from . import efficiency as eff
 from . import report_pdf, selectors
+from .series import thin
 from .choices import JobReportStatusChoices as Status
 from .models import JobReport
 
@@ -114,8 +115,8 @@ def _iso(value) -> str | None:
     return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")).isoformat()
 
 
-def _thin(length: int) -> slice:
-    return slice(None, None, max(1, -(-length // MAX_POINTS)))
+def _thin(length: int) -> np.ndarray:
+    return thin(length, MAX_POINTS)
 
 
 def _where(item: dict) -> str:
@@ -153,13 +154,7 @@ def throughput_facts(job) -> dict:
         series = selectors.job_series(job, names=["tokens_per_s", "iteration_s"])
     except TelemetryUnavailable as exc:
         return {"missing": f"the telemetry store is unavailable: {exc}"}
-    record = selectors.model_config(job)
-    config = None
-    if record is not None:
-        from .flops import ModelConfig
-
-        config = ModelConfig.from_dict(selectors.model_config_dict(record))
-    ts, values, source = selectors._throughput(series, config)
+    ts, values, source = selectors.job_throughput(series, selectors.model_config_of(selectors.model_config(job)))
     if not len(ts):
         why = ("the job logged no application metrics (tokens_per_s or iteration_s)" if not len(series)
                else "iteration_s is logged but the model config has no global batch to turn it into tokens/s")
@@ -175,14 +170,10 @@ def activity_facts(job) -> dict:
     if cube is None:
         return {"missing": "no GPU telemetry product for this job yet"}
     arrays = eff.evidence_arrays(list(cube.fields), cube.mean, cube.max, cube.labels())
-    sm_index = cube.field_index(eff.SM_FIELD)
-    if sm_index is None:
+    if cube.field_index(eff.SM_FIELD) is None:
         return {"missing": "no SM activity (DCGM field 1002) in this job's telemetry"}
-    with np.errstate(invalid="ignore"):
-        block = cube.mean[:, sm_index, :].astype(float)
-        counts = np.isfinite(block).sum(axis=0)
-        sm = np.where(counts > 0, np.nansum(block, axis=0) / np.maximum(counts, 1), np.nan)
-    filled = np.flatnonzero(counts > 0)
+    sm = arrays["sm_active"]
+    filled = np.flatnonzero(np.isfinite(sm))
     if not len(filled):
         return {"missing": "the job's telemetry holds no samples"}
     keep = slice(int(filled[0]), int(filled[-1]) + 1)

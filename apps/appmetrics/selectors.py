@@ -50,18 +50,14 @@ def job_gpus(job, cube=None) -> int | None:
     return nodes * GPUS_PER_NODE or None
 
 
-def _throughput(series: pd.DataFrame, config: flops.ModelConfig | None) -> tuple[np.ndarray, np.ndarray, str]:
-    """(ts, tokens/s, where it came from): logged tokens_per_s, else global batch x sequence / iteration time."""
-    tps = series[series["name"] == "tokens_per_s"]
-    if len(tps):
-        return tps["ts"].to_numpy("datetime64[ns]"), tps["value"].to_numpy(float), "logged tokens_per_s"
-    iteration = series[series["name"] == "iteration_s"]
-    if len(iteration) and config is not None and config.global_batch:
-        seconds = iteration["value"].to_numpy(float)
-        with np.errstate(divide="ignore"):
-            rate = np.where(seconds > 0, config.global_batch * config.seq_len / seconds, np.nan)
-        return iteration["ts"].to_numpy("datetime64[ns]"), rate, "global batch x sequence length / iteration time"
-    return np.array([], dtype="datetime64[ns]"), np.array([], dtype=float), ""
+def model_config_of(record: JobModelConfig | None) -> flops.ModelConfig | None:
+    """The FLOPs model of a stored config (None without one)."""
+    return flops.ModelConfig.from_dict(model_config_dict(record)) if record is not None else None
+
+
+def job_throughput(series: pd.DataFrame, config: flops.ModelConfig | None) -> tuple[np.ndarray, np.ndarray, str]:
+    """(ts, tokens/s, where it came from) of the job's series (``efficiency.throughput``)."""
+    return efficiency.throughput(series, config.global_batch if config else None, config.seq_len if config else None)
 
 
 def _stragglers(job) -> list[dict]:
@@ -97,12 +93,10 @@ def job_efficiency(job) -> dict:
         series = pd.DataFrame(columns=["ts", "name", "step", "value"])
         missing.append(f"application series unavailable: {exc}")
     record = model_config(job)
-    config = None
-    if record is not None:
-        config = flops.ModelConfig.from_dict(model_config_dict(record))
+    config = model_config_of(record)
     cube = job_cube(job, efficiency.EVIDENCE_FIELDS)
     gpus = job_gpus(job, cube)
-    ts, tps, tps_source = _throughput(series, config)
+    ts, tps, tps_source = job_throughput(series, config)
     rate = efficiency.steady_rate(ts, tps) if len(ts) else None
     if rate is None:
         missing.append("no throughput: log tokens_per_s (or iteration_s with the model's global batch) from the job"
@@ -123,20 +117,14 @@ def job_efficiency(job) -> dict:
     if cube is None:
         missing.append("no GPU telemetry product for this job yet: events and energy need it")
     else:
-        labels = [f"{host} GPU {gpu}" for host, gpu in zip(cube.hosts, cube.gpus)]
-        arrays = efficiency.evidence_arrays(list(cube.fields), cube.mean, cube.max, labels)
+        arrays = efficiency.evidence_arrays(list(cube.fields), cube.mean, cube.max, cube.labels())
         tensor_active = efficiency.mean_active(arrays["tensor_active"])
         energy_index = cube.field_index(efficiency.ENERGY_FIELD)
-        if energy_index is not None and len(ts):
-            seconds = cube.buckets.astype("datetime64[ns]").astype("int64") / 1e9
-            first, last = efficiency._seconds(ts).min(), efficiency._seconds(ts).max()
-            inside = (seconds >= first - cube.step) & (seconds <= last)
-            energy = efficiency.energy_rise_j(cube.max[:, energy_index, :][:, inside])
-            tokens = efficiency.tokens_between(ts, tps, max(first, seconds[inside].min()) if inside.any() else first, last)
-            if energy and tokens > 0:
-                energy_per_token = energy / tokens
-        elif energy_index is None:
+        if energy_index is None:
             missing.append("no energy counter (DCGM field 156) in this job's telemetry")
+        else:
+            energy_per_token = efficiency.energy_per_token(cube.buckets, float(cube.step), cube.max[:, energy_index, :],
+                                                           ts, tps)
         if len(ts):
             evidence = events.Evidence(times=cube.buckets.astype("datetime64[ns]"), step_s=float(cube.step),
                                        idle_share=arrays["idle_share"], throttled=arrays["throttled"],

@@ -30,6 +30,9 @@ MAX_NAMES = 64  # names per row
 TS_MIN, TS_MAX = 946_684_800, 7_258_118_400
 
 
+SERIES_STAMP = "appmetrics:series-written:{pk}"  # cache key: when the job's series last changed
+
+
 class MetricsRefused(ValueError):
     """The batch was not stored; ``problems`` are (where, message) pairs, e.g. ("rows[3].loss", "not a number")."""
 
@@ -114,9 +117,14 @@ def series_write(job, frame: pd.DataFrame) -> int:
         return 0
     frame = frame.assign(cluster=job.cluster.name, job_id=int(job.job_id))
     written = telemetry_store().write_job_series(canonical_app(frame))
-    # The panel's cached efficiency keys on this stamp: rows sent long after the job ended show at once.
-    cache.set(f"appmetrics:series-written:{job.pk}", time_now().timestamp(), None)
+    mark_series_written(job)
     return written
+
+
+def mark_series_written(job) -> None:
+    """Record that ``job``'s application series changed: the panel's cached efficiency keys on this stamp, so rows
+    sent long after the job ended show at once. Every write through this module calls it."""
+    cache.set(SERIES_STAMP.format(pk=job.pk), time_now().timestamp(), None)
 
 
 def metrics_ingest(job, rows: list, *, source: str = "api") -> int:

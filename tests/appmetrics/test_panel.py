@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.utils import timezone as dj_timezone
 
 from apps.appmetrics import panel
-from apps.appmetrics.services import metrics_ingest, model_config_set
+from apps.appmetrics.services import mark_series_written, metrics_ingest, model_config_set
 from apps.core.panels import job_panels
 from apps.jobs.models import Cluster, Job
 
@@ -141,7 +141,7 @@ def test_the_cached_efficiency_moves_on_when_series_are_written_or_the_model_cha
 
     telemetry_store().write_job_series(rows_frame(job, rows(tps=48_000.0)))
     assert panel.efficiency(job)["tokens_per_s"] == 96_000.0
-    panel.mark_series_written(job)  # ...until told
+    mark_series_written(job)  # ...until told
     assert panel.efficiency(job)["tokens_per_s"] == 48_000.0
     metrics_ingest(job, rows(tps=24_000.0), source="test")  # the services tell it themselves
     assert panel.efficiency(job)["tokens_per_s"] == 24_000.0
