@@ -144,6 +144,29 @@ def _send(row: NotificationSent, message: messages.Message) -> str:
     return row.status
 
 
+def _mail_each(wanted: list, *, now: datetime, counts: dict, taken: str, once: bool = False, progress=None) -> None:
+    """Claim (``notification_claim``) and send each ``(job, reason, message)`` of ``wanted`` to the job's user.
+    Counts into ``counts``: ``taken`` (claimed already: inside the rate limit, or ever with ``once``), ``skipped``
+    (no portal account or no address: recorded and logged, not tried again), ``sent``, ``failed``."""
+    users = get_user_model().objects.filter(**{f"{get_user_model().USERNAME_FIELD}__in": {job.user_name for job, _, _ in wanted}})
+    emails = {user.get_username(): (user.email or "").strip() for user in users}
+    for done, (job, reason, message) in enumerate(wanted, 1):
+        email = emails.get(job.user_name, "")
+        why = "" if email else ("the job's user has no portal account" if job.user_name not in emails
+                                else "the job's user has no e-mail address")
+        row = notification_claim(job, reason, now=now, user_name=job.user_name, recipient=email, subject=message.subject,
+                                 status=Status.STATUS_SENDING if email else Status.STATUS_SKIPPED, detail=why, once=once)
+        if row is None:
+            counts[taken] += 1
+        elif not email:
+            log.info("notification for job %s (%s) skipped: %s", job, reason, why)
+            counts["skipped"] += 1
+        else:
+            counts["sent" if _send(row, message) == Status.STATUS_SENT else "failed"] += 1
+        if progress is not None:
+            progress(done, len(wanted))
+
+
 def notify_running_jobs(now: datetime | None = None, progress=None) -> dict:
     """Mail the users of the opted-in projects' running jobs that waste GPUs or have a persistent straggler.
 
@@ -172,23 +195,7 @@ def notify_running_jobs(now: datetime | None = None, progress=None) -> dict:
         if choice.straggler and persisted:
             persisted.sort(key=lambda item: -item.hours)
             wanted.append((job, Reason.REASON_STRAGGLER, messages.straggler_message(_facts(job, record, now), persisted, limits)))
-    users = get_user_model().objects.filter(**{f"{get_user_model().USERNAME_FIELD}__in": {job.user_name for job, _, _ in wanted}})
-    emails = {user.get_username(): (user.email or "").strip() for user in users}
-    for done, (job, reason, message) in enumerate(wanted, 1):
-        email = emails.get(job.user_name, "")
-        why = "" if email else ("the job's user has no portal account" if job.user_name not in emails
-                                else "the job's user has no e-mail address")
-        row = notification_claim(job, reason, now=now, user_name=job.user_name, recipient=email, subject=message.subject,
-                                 status=Status.STATUS_SENDING if email else Status.STATUS_SKIPPED, detail=why)
-        if row is None:
-            counts["rate_limited"] += 1
-        elif not email:
-            log.info("notification for job %s (%s) skipped: %s", job, reason, why)
-            counts["skipped"] += 1
-        else:
-            counts["sent" if _send(row, message) == Status.STATUS_SENT else "failed"] += 1
-        if progress is not None:
-            progress(done, len(wanted))
+    _mail_each(wanted, now=now, counts=counts, taken="rate_limited", progress=progress)
     return counts
 
 
@@ -280,22 +287,8 @@ def notify_ended_jobs(now: datetime | None = None, progress=None) -> dict:
     now = now or timezone.now()
     due = ended_jobs_to_summarise(now)
     counts = {"jobs": len(due), "sent": 0, "skipped": 0, "failed": 0, "already": 0}
-    users = get_user_model().objects.filter(**{f"{get_user_model().USERNAME_FIELD}__in": {job.user_name for job, _ in due}})
-    emails = {user.get_username(): (user.email or "").strip() for user in users}
-    for done, (job, record) in enumerate(due, 1):
-        message = messages.job_end_message(_job_end_summary(job, record))
-        email = emails.get(job.user_name, "")
-        row = notification_claim(job, Reason.REASON_JOB_END, now=now, user_name=job.user_name, recipient=email,
-                                 subject=message.subject, status=Status.STATUS_SENDING if email else Status.STATUS_SKIPPED,
-                                 detail="" if email else "the job's user has no e-mail address", once=True)
-        if row is None:
-            counts["already"] += 1
-        elif not email:
-            counts["skipped"] += 1
-        else:
-            counts["sent" if _send(row, message) == Status.STATUS_SENT else "failed"] += 1
-        if progress is not None:
-            progress(done, len(due))
+    wanted = [(job, Reason.REASON_JOB_END, messages.job_end_message(_job_end_summary(job, record))) for job, record in due]
+    _mail_each(wanted, now=now, counts=counts, taken="already", once=True, progress=progress)
     return counts
 
 

@@ -1,7 +1,8 @@
-"""Celery tasks of the notifications app (beat runs both; see CELERY_BEAT_SCHEDULE).
+"""Celery tasks of the notifications app (beat runs all three; see CELERY_BEAT_SCHEDULE).
 
-Both are idempotent: a redelivered message finds the mails it already sent in ``NotificationSent`` (inside the
-rate limit) or the digest's period taken in ``StaffDigest``, and sends nothing twice."""
+All are idempotent: a redelivered message finds the mails it already sent in ``NotificationSent`` (inside the
+rate limit, or once per job for the job-end summary) or the digest's period taken in ``StaffDigest``, and sends
+nothing twice."""
 from celery import shared_task
 from django.utils.dateparse import parse_datetime
 
@@ -18,23 +19,35 @@ def _when(now: str | None):
     return parsed
 
 
+def _tracked(task, name: str, subject: str, work, words, *, total: int | None = None) -> dict:
+    """Run ``work(run)`` as the task run ``name`` (progress the pages show), then report ``words(outcome)``; a
+    run already in progress elsewhere is skipped, a failure recorded on the run and raised."""
+    run = task_run_begin(task, name, subject, "looking" if total is None else "writing", total=total)
+    if run is None:
+        return {"status": "skipped"}
+    try:
+        outcome = work(run)
+    except Exception as exc:
+        run.finish(error=str(exc)[:400])
+        raise
+    run.report(run.done or total or 0, words(outcome))
+    run.finish()
+    return outcome
+
+
+def _mailing(run):
+    return lambda done, total: run.report(done, "mailing", total=total)
+
+
 @shared_task(name="notifications.notify_running_jobs", bind=True, **IDEMPOTENT)
 def notify_running_jobs_task(self, now: str | None = None) -> dict:
     """Mail the users of opted-in projects' wasteful or straggling running jobs (beat, every NOTIFY_SECONDS)."""
     from .services import notify_running_jobs
 
-    run = task_run_begin(self, "notifications.notify_running_jobs", "running jobs of opted-in projects", "looking")
-    if run is None:
-        return {"status": "skipped"}
-    try:
-        counts = notify_running_jobs(_when(now), progress=lambda done, total: run.report(done, "mailing", total=total))
-    except Exception as exc:
-        run.finish(error=str(exc)[:400])
-        raise
-    run.report(run.done or 0, f"{counts['sent']} sent, {counts['skipped']} skipped, {counts['failed']} failed, "
-                              f"{counts['rate_limited']} within the rate limit, of {counts['jobs']} running jobs")
-    run.finish()
-    return counts
+    return _tracked(self, "notifications.notify_running_jobs", "running jobs of opted-in projects",
+                    lambda run: notify_running_jobs(_when(now), progress=_mailing(run)),
+                    lambda counts: (f"{counts['sent']} sent, {counts['skipped']} skipped, {counts['failed']} failed, "
+                                    f"{counts['rate_limited']} within the rate limit, of {counts['jobs']} running jobs"))
 
 
 @shared_task(name="notifications.staff_digest", bind=True, **IDEMPOTENT)
@@ -42,17 +55,9 @@ def staff_digest_task(self, now: str | None = None) -> dict:
     """The staff digest of the triage inbox (beat, every NOTIFY_STAFF_DIGEST_HOURS)."""
     from .services import staff_digest
 
-    run = task_run_begin(self, "notifications.staff_digest", "staff digest", "writing", total=1)
-    if run is None:
-        return {"status": "skipped"}
-    try:
-        outcome = staff_digest(_when(now))
-    except Exception as exc:
-        run.finish(error=str(exc)[:400])
-        raise
-    run.report(1, f"{outcome['status']}" + (f", {outcome['items']} items" if "items" in outcome else ""))
-    run.finish()
-    return outcome
+    return _tracked(self, "notifications.staff_digest", "staff digest", lambda run: staff_digest(_when(now)),
+                    lambda outcome: f"{outcome['status']}" + (f", {outcome['items']} items" if "items" in outcome else ""),
+                    total=1)
 
 
 @shared_task(name="notifications.notify_ended_jobs", bind=True, **IDEMPOTENT)
@@ -61,15 +66,7 @@ def notify_ended_jobs_task(self, now: str | None = None) -> dict:
     NOTIFY_SECONDS). Idempotent: a job already summarised has its NotificationSent row and is not mailed again."""
     from .services import notify_ended_jobs
 
-    run = task_run_begin(self, "notifications.notify_ended_jobs", "ended jobs of users who asked for a summary", "looking")
-    if run is None:
-        return {"status": "skipped"}
-    try:
-        counts = notify_ended_jobs(_when(now), progress=lambda done, total: run.report(done, "mailing", total=total))
-    except Exception as exc:
-        run.finish(error=str(exc)[:400])
-        raise
-    run.report(run.done or 0, f"{counts['sent']} sent, {counts['skipped']} skipped, {counts['failed']} failed "
-                              f"of {counts['jobs']} ended jobs")
-    run.finish()
-    return counts
+    return _tracked(self, "notifications.notify_ended_jobs", "ended jobs of users who asked for a summary",
+                    lambda run: notify_ended_jobs(_when(now), progress=_mailing(run)),
+                    lambda counts: (f"{counts['sent']} sent, {counts['skipped']} skipped, {counts['failed']} failed "
+                                    f"of {counts['jobs']} ended jobs"))
