@@ -27,7 +27,7 @@ Finding dips (all thresholds relative to the *baseline*):
 * ``dip`` = 1 - (mean throughput over the dip) / baseline, time-weighted: a gap counts as zero throughput.
 
 Phases inside a dip: samples that fall in a checkpoint or evaluation phase (a marker with its duration, or
-buckets where the GPUs were idle together, plus one logging interval) are carved out of a dip that also holds
+buckets where the GPUs were idle together, and the first line after it) are carved out of a dip that also holds
 other low samples; each phase is its own event, and the rest (when at least ``SPLIT_TAIL`` samples, low on
 average) one more, from the dip's start: a straggler that appears before or during a checkpoint keeps its event.
 
@@ -332,43 +332,59 @@ class _Context:
         """The dip's events. A dip that holds a phase the application or the GPUs mark (a checkpoint, an
         evaluation) beside samples that are low for another reason (a straggler appearing before or during a
         checkpoint) gives one event per phase and one for the rest, each explained on its own."""
-        inside = self._in_phases(dip)
+        began = self._phase_starts(dip)
+        inside = began >= 0
         if not inside.any() or inside.all():
             return [self.event(dip)]
         found = []
         for a, b in _runs(inside):
             phase = _make_dip(self.times, self.values, self.baseline, self.dt, dip.first + a, dip.first + b, dip.first + a, 0.0)
-            if a == 0:
-                phase = _Dip(phase.first, phase.last, dip.start_ns, phase.end_ns, phase.dip, dip.gap_s)
-            found.append(self.event(phase, checks=(self._checkpoint, self._evaluation)))
+            # The phase began when its marker (or its idle GPUs) says: the line of the iteration it held comes after.
+            start_ns = min(int(began[a]), phase.start_ns, *([dip.start_ns] if a == 0 else []))
+            found.append(self.event(_Dip(phase.first, phase.last, start_ns, phase.end_ns, phase.dip, 0.0),
+                                    checks=(self._checkpoint, self._evaluation)))
         rest = np.flatnonzero(~inside) + dip.first
         level = float(self.values[rest].mean()) / self.baseline
         if len(rest) >= SPLIT_TAIL and level <= 1 - EXIT:
             start_ns = dip.start_ns if rest[0] == dip.first else int(self.times[rest[0]])
             end_ns = dip.end_ns if rest[-1] == dip.last else int(self.times[rest[-1] + 1])
             remainder = _Dip(int(rest[0]), int(rest[-1]), start_ns, end_ns, min(1.0, max(0.0, 1.0 - level)),
-                             dip.gap_s if rest[0] == dip.first else 0.0)
+                             self._gap_before(int(rest[0])))
             found.append(self.event(remainder, checks=(self._restart, self._evaluation, self._straggler, self._throttling)))
         return sorted(found, key=lambda event: event["start"])
 
-    def _in_phases(self, dip: _Dip) -> np.ndarray:
-        """Per sample of the dip: whether it falls in a checkpoint or evaluation phase (a marker with its
-        duration (value other than 1), or buckets where the GPUs were idle together), up to one logging interval after it (the
-        iteration that spanned the phase is logged when it ends)."""
-        dt_ns, step_ns = int(self.dt * 1e9), int(self.step_s * 1e9)
+    def _gap_before(self, index: int) -> float:
+        """Seconds of missing data just before sample ``index`` (a gap longer than the dip finder's), else 0: a gap
+        later inside a long dip (an evaluation's) is not what started it."""
+        if index <= 0:
+            return 0.0
+        spacing = (self.times[index] - self.times[index - 1]) / 1e9
+        return float(spacing - self.dt) if spacing > max(GAP_FACTOR * self.dt, GAP_MIN_S) else 0.0
+
+    def _phase_starts(self, dip: _Dip) -> np.ndarray:
+        """Per sample of the dip: when the checkpoint or evaluation phase it falls in began (ns), or -1 outside
+        every phase. A phase is a marker with its duration (value other than 1), or buckets where the GPUs were
+        idle together, and the first line after it (the iteration that spanned it is logged when it ends)."""
+        # The line of the iteration a phase held comes at the next logging step after the phase ends: the phase
+        # takes that one line too (within two logging intervals of its end), and nothing after it.
+        late_ns, step_ns = 2 * int(self.dt * 1e9), int(self.step_s * 1e9)
         spans = []
         for name in ("event.checkpoint", "event.evaluation"):
             for stamp, seconds in self.markers[name]:
                 if seconds != 1.0:  # a marker without its duration says when a phase began, not how long it held
-                    spans.append((stamp, stamp + int(seconds * 1e9) + dt_ns))
+                    spans.append((stamp, stamp + int(seconds * 1e9)))
         together = np.nan_to_num(self.idle, nan=0.0) >= IDLE_TOGETHER
         for a, b in _runs(together):
-            spans.append((int(self.buckets[a]), int(self.buckets[b]) + step_ns + dt_ns))
+            spans.append((int(self.buckets[a]), int(self.buckets[b]) + step_ns))
         times = self.times[dip.first:dip.last + 1]
-        inside = np.zeros(len(times), dtype=bool)
-        for lo, hi in spans:
-            inside |= (times >= lo) & (times <= hi)
-        return inside
+        began = np.full(len(times), -1, dtype="int64")
+        for lo, end in spans:
+            hit = (times >= lo) & (times < end)
+            after = int(np.searchsorted(times, end, side="left"))
+            if after < len(times) and times[after] <= end + late_ns:
+                hit[after] = True
+            began[hit] = np.where(began[hit] >= 0, np.minimum(began[hit], lo), lo)
+        return began
 
     def event(self, dip: _Dip, checks=None) -> dict:
         first, last = self._bucket_range(dip)

@@ -352,3 +352,39 @@ def test_a_straggler_that_appears_before_a_checkpoint_keeps_its_own_event_and_a_
     # the phase: the idle buckets and one logging interval after them (the line of the iteration that spanned it)
     assert saved["end"] is not None and (saved["end"] - saved["start"]).total_seconds() <= 300
     assert evaluated["start"] >= times[evaluation].to_pydatetime()
+
+
+def test_the_live_demo_s_story_a_straggler_checkpoints_and_an_evaluation_that_holds_the_log_for_15_minutes():
+    """As the living demo logs it (a line every ten iterations, about 80 s): a straggler from 22:00 (-14 %),
+    checkpoints at 22:17 and 22:47 whose lines come late and low, and an evaluation from 23:44 that holds one
+    iteration for 900 s, so no line comes for 16 minutes. The 16-minute gap is the evaluation's, not a restart
+    at the straggler's onset; each phase is its own event, starting when its marker says."""
+    import numpy as np
+    import pandas as pd
+
+    from apps.appmetrics.events import Evidence, find_events
+
+    t0 = pd.Timestamp("2026-11-26T20:00:00Z")
+    seconds = list(np.arange(0, 7200, 69.0))  # 20:00-22:00 at 69 s
+    seconds += list(np.arange(7200, 13360, 79.0))  # slower from the onset
+    seconds = [x for x in seconds if not 13370 <= x < 14350]  # the evaluation: no line from 23:42:50 to 23:59
+    seconds += [14349.0, 14428.0, 14507.0]
+    times = t0 + pd.to_timedelta(seconds, unit="s")
+    values = np.where(np.array(seconds) < 7200, 191_000.0, 165_000.0)
+    for checkpoint in (8220, 10020):  # 22:17, 22:47: the first line after each is late and low
+        after = int(np.searchsorted(seconds, checkpoint + 90))
+        values[after] = 77_000.0
+    values[int(np.searchsorted(seconds, 14349.0))] = 13_000.0  # the iteration the evaluation held
+    markers = [{"name": "event.checkpoint", "ts": t0 + pd.Timedelta(seconds=s), "value": 90.0} for s in (8220, 10020)]
+    markers.append({"name": "event.evaluation", "ts": t0 + pd.Timedelta(seconds=13440), "value": 900.0})
+    buckets = pd.date_range(t0, periods=250, freq="60s").tz_localize(None).to_numpy("datetime64[ns]")
+    evidence = Evidence(times=buckets, step_s=60.0, markers=markers,
+                        stragglers=[{"label": "nid000473 GPU 2", "start": t0 + pd.Timedelta(seconds=7260), "reason": "power cap"}])
+    events = find_events(times, values, evidence)
+    kinds = [event["kind"] for event in events]
+    assert kinds == ["straggler", "checkpoint", "checkpoint", "evaluation"], events
+    straggler, evaluation = events[0], events[-1]
+    assert straggler["start"] == (t0 + pd.Timedelta(seconds=7200)).to_pydatetime() and straggler["end"] is None
+    assert "nid000473 GPU 2" in straggler["reason"]
+    assert evaluation["start"] == (t0 + pd.Timedelta(seconds=13440)).to_pydatetime()
+    assert "restart" not in " ".join(event["reason"] for event in events)
