@@ -231,7 +231,11 @@ def _percent_more(better: float, worse: float) -> int:
 
 
 def _reason(best: dict, worst: dict) -> str:
-    """The most telling difference between two jobs, as "its ranks span 2 groups, not 6"."""
+    """The most telling difference between two jobs, as "its ranks span 2 groups, not 6". A different GPU count
+    comes first: per-GPU throughput falls as a run of one model scales out, whatever its placement."""
+    if best.get("gpus") and worst.get("gpus") and best["gpus"] != worst["gpus"]:
+        return (f"it runs on {best['gpus']:,} GPUs, not {worst['gpus']:,}: per-GPU throughput falls as a run scales out "
+                "(the scaling view below)")
     groups = (_value(best, "placement.groups"), _value(worst, "placement.groups"))
     if None not in groups and groups[0] != groups[1]:
         return f"its nodes span {groups[0]} dragonfly group{'s' * (groups[0] != 1)}, not {groups[1]}"
@@ -244,8 +248,6 @@ def _reason(best: dict, worst: dict) -> str:
             return " ".join(f"{key.upper()} {layout[key]}" for key in ("tp", "pp", "dp", "cp", "ep") if layout.get(key) and
                             (key in ("tp", "pp", "dp") or layout[key] > 1))
         return f"its layout is {words(layouts[0])}, not {words(layouts[1])}"
-    if best.get("gpus") and worst.get("gpus") and best["gpus"] != worst["gpus"]:
-        return f"at {best['gpus']} GPUs, not {worst['gpus']}"
     switches = (_value(best, "placement.switches"), _value(worst, "placement.switches"))
     if None not in switches and switches[0] != switches[1]:
         return f"its nodes sit on {switches[0]} switches, not {switches[1]}"

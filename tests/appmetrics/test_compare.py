@@ -256,3 +256,16 @@ def test_without_javascript_the_form_adds_a_job_by_reloading(client, make_user, 
     page = client.get("/jobs/compare/?jobs=alps/1001&add=alps/1003")
     assert [entry["ref"] for entry in page.context["answer"]["jobs"]] == ["alps/1001", "alps/1003"]
     assert 'value="alps/1001,alps/1003"' in page.content.decode()
+
+
+def test_the_verdict_of_runs_at_different_scales_names_the_scale_before_the_placement():
+    """32 against 512 GPUs of one model: the 512-GPU run spans more groups too, but the first reason its per-GPU
+    throughput is lower is the scale (the live demo said "its nodes span 1 dragonfly group, not 2")."""
+    from apps.appmetrics.compare import verdict
+
+    model = {"layers": 32, "hidden": 4096, "heads": 32, "seq_len": 4096, "vocab": 131072}
+    small = {"ref": "alps/1", "gpus": 32, "model": model, "tokens_per_s_per_gpu": 7593.0, "placement": {"groups": 1}}
+    large = {"ref": "alps/2", "gpus": 512, "model": model, "tokens_per_s_per_gpu": 6079.0, "placement": {"groups": 2}}
+    words = verdict([large, small])
+    assert words.startswith("alps/1 trains 25 % more tokens/s per GPU than alps/2 at the same model")
+    assert "runs on 32 GPUs, not 512" in words and "dragonfly" not in words
