@@ -319,6 +319,26 @@ def _gpu_activity(job) -> tuple[list[str], dict[str, np.ndarray], str]:
     return _iso(cube.buckets), found, words
 
 
+def _broken_at_gaps(times: np.ndarray, values: list, custom: list) -> tuple[list, list, list]:
+    """x, y and customdata of a line with a break (a None point) wherever no row came for more than
+    ``GAP_FACTOR`` logging intervals: the line never draws a slope across time nothing was logged."""
+    x = _iso(times)
+    if len(times) < 3:
+        return x, list(values), list(custom)
+    spacing = np.diff(np.asarray(times, dtype="datetime64[ns]").astype("int64"))
+    gap = spacing > eff.GAP_FACTOR * float(np.median(spacing))
+    out_x, out_y, out_c = [x[0]], [values[0]], [custom[0]]
+    for i in range(1, len(x)):
+        if gap[i - 1]:
+            out_x.append(x[i - 1])
+            out_y.append(None)
+            out_c.append([None, ""])
+        out_x.append(x[i])
+        out_y.append(values[i])
+        out_c.append(custom[i])
+    return out_x, out_y, out_c
+
+
 def _event_reasons(times: np.ndarray, events: list[dict]) -> list[str]:
     """Per point of a series, the reason of the dip it falls in ("" outside every dip): the hover says why."""
     reasons = np.full(len(times), "", dtype=object)
@@ -350,11 +370,11 @@ def throughput_figure(job, query) -> dict:
     if "tokens_per_s" in series:
         part = series["tokens_per_s"]
         times = part["ts"].to_numpy("datetime64[ns]")
-        x = _iso(times)
         steps = [None if pd.isna(s) else int(s) for s in part["step"]]
-        traces = [{"type": "scatter", "mode": "lines", "x": x, "y": part["value"].round(1).tolist(), "name": "tokens/s",
-                   "line": {"color": "#1f4e79", "width": 1.5},
-                   "customdata": [[s, r] for s, r in zip(steps, _event_reasons(times, events))],
+        x, y, custom = _broken_at_gaps(times, part["value"].round(1).tolist(),
+                                       [[s, r] for s, r in zip(steps, _event_reasons(times, events))])
+        traces = [{"type": "scatter", "mode": "lines", "x": x, "y": y, "name": "tokens/s",
+                   "line": {"color": "#1f4e79", "width": 1.5}, "customdata": custom,
                    "hovertemplate": "%{y:,.0f} tokens/s · step %{customdata[0]}<br>%{customdata[1]}<extra></extra>"}]
         steady = numbers.get("tokens_per_s")
         if steady:
@@ -366,10 +386,11 @@ def throughput_figure(job, query) -> dict:
         if name in series:
             part = series[name]
             times = part["ts"].to_numpy("datetime64[ns]")
-            rows.append((title, [{"type": "scatter", "mode": "lines", "x": _iso(times), "y": part["value"].tolist(),
-                                  "name": title, "line": {"color": colour, "width": 1.5},
-                                  "customdata": [[None if pd.isna(s) else int(s), r] for s, r in
-                                                 zip(part["step"], _event_reasons(times, events))],
+            x, y, custom = _broken_at_gaps(times, part["value"].tolist(),
+                                           [[None if pd.isna(s) else int(s), r] for s, r in
+                                            zip(part["step"], _event_reasons(times, events))])
+            rows.append((title, [{"type": "scatter", "mode": "lines", "x": x, "y": y,
+                                  "name": title, "line": {"color": colour, "width": 1.5}, "customdata": custom,
                                   "hovertemplate": "%{y:.4~g} · step %{customdata[0]}<br>%{customdata[1]}<extra>"
                                                    + title + "</extra>"}]))
     if gpu:

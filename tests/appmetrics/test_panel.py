@@ -145,3 +145,17 @@ def test_the_cached_efficiency_moves_on_when_series_are_written_or_the_model_cha
     assert panel.efficiency(job)["tokens_per_s"] == 48_000.0
     metrics_ingest(job, rows(tps=24_000.0), source="test")  # the services tell it themselves
     assert panel.efficiency(job)["tokens_per_s"] == 24_000.0
+
+
+def test_the_figure_breaks_its_lines_where_nothing_was_logged(job):
+    """An evaluation that held the log for 20 minutes: the curve must not draw a slope across time nothing was
+    logged (the live demo drew a ramp from 166,000 to 13,000 tokens/s over the 16 silent minutes)."""
+    early = rows(n=30, end=NOW - timedelta(minutes=40))
+    late = rows(n=10, end=NOW - timedelta(seconds=60))
+    metrics_ingest(job, early + late, source="test")
+    body = panel.throughput_figure(job, {})
+    tokens = next(trace for trace in body["data"] if trace.get("name") == "tokens/s")
+    assert tokens["y"].count(None) == 1  # one break, at the gap
+    gap = tokens["y"].index(None)
+    assert tokens["x"][gap] == tokens["x"][gap - 1]  # the break sits at the last row before the silence
+    assert len(tokens["customdata"]) == len(tokens["x"]) == len(tokens["y"]) == 41
