@@ -12,7 +12,7 @@ from apps.core.api.exceptions import ErrorItem, InputError, flatten_validation_d
 from apps.core.api.negotiation import FormatIsOurs
 from apps.core.api.params import parse_query
 from apps.core.api.parsers import BoundedJSONParser, BoundedStream, StreamParser
-from apps.jobs.api.access import job_for_request
+from apps.jobs.access import job_for_request
 
 from .. import selectors, services
 from ..flops import ModelConfig, formula_words, model_flops_per_token

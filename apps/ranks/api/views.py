@@ -10,7 +10,7 @@ from apps.core.api.conditional import VARY, ProductVersion, product_response
 from apps.core.api.exceptions import ErrorItem, InputError, flatten_validation_detail
 from apps.core.api.params import parse_query
 from apps.core.api.parsers import BoundedFormParser, BoundedJSONParser, BoundedMultiPartParser
-from apps.jobs.api.access import job_for_request
+from apps.jobs.access import job_for_request
 
 from ..logparse import LogParseError, parse_megatron_log
 from ..panel import ColourUnavailable, figure_answer

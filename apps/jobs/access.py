@@ -6,8 +6,8 @@ Apps above jobs (ranks, appmetrics, ...) call :func:`job_for_request` instead of
 from django.http import Http404
 from rest_framework import exceptions
 
-from ..authentication import token_job
-from ..selectors import job_get_for_user, job_may_act
+from .authentication import token_job
+from .selectors import job_get_for_user, job_may_act
 
 
 def job_for_request(request, cluster: str, job_id: int, *, write: bool = False, what: str = "change this job's data"):
