@@ -188,3 +188,11 @@ def test_long_series_are_thinned_to_the_point_budget(alice, job):
     assert len(body["value"]) <= 50 and body["points"] == 500
     assert body["step"][0] == 10 and body["step"][-1] == 5000
     assert not math.isnan(body["value"][-1])
+
+
+@pytest.mark.parametrize("query, field", [("since=0166-11-05T10:52:39Z", "since"), ("until=3591-06-11T04:26:41%2B08:13", "until"),
+                                          ("since=2026-11-24T12:00:00Z&until=2026-11-24T11:00:00Z", "until")])
+def test_a_window_outside_the_store_s_years_or_backwards_is_a_400_naming_it(alice, job, query, field):
+    response = alice.get(f"/api/v1/jobs/alps/1/metrics/?{query}")
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"][0]["field"] == field

@@ -11,7 +11,7 @@ class SeriesBody(serializers.Serializer):
     points = serializers.IntegerField(help_text="points stored in the window (before thinning)")
 
 
-class Coverage(serializers.Serializer):
+class MetricsCoverage(serializers.Serializer):
     first = serializers.DateTimeField(allow_null=True)
     last = serializers.DateTimeField(allow_null=True)
     rows = serializers.IntegerField()
@@ -21,7 +21,7 @@ class Coverage(serializers.Serializer):
 class MetricsResponse(serializers.Serializer):
     job = serializers.CharField()
     series = serializers.DictField(child=SeriesBody())
-    coverage = Coverage()
+    coverage = MetricsCoverage()
 
 
 class LineErrorBody(serializers.Serializer):
@@ -68,6 +68,6 @@ class EfficiencyResponse(serializers.Serializer):
     energy_per_token_j = serializers.FloatField(allow_null=True)
     formula = serializers.CharField(allow_null=True)
     model = serializers.DictField(allow_null=True)
-    coverage = Coverage()
+    coverage = MetricsCoverage()
     events = EventBody(many=True)
     missing = serializers.ListField(child=serializers.CharField(), help_text="why a number is absent")

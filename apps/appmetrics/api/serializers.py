@@ -1,6 +1,7 @@
 """Parameters and bodies of the application-metrics API, validated here so the schema documents them."""
 from rest_framework import serializers
 
+from apps.core.api.heatmaps import HeatmapTimeField
 from apps.core.api.params import CommaListField, JobRefField, QueryIntegerField
 
 from ..services import NAME
@@ -18,8 +19,9 @@ class MetricsPostParams(serializers.Serializer):
 class MetricsGetParams(serializers.Serializer):
     names = CommaListField(child=serializers.RegexField(NAME.pattern, max_length=64), required=False, max_length=64,
                            help_text="series to return (default: all)")
-    since = serializers.DateTimeField(required=False, help_text="ISO 8601; default: the job's first row")
-    until = serializers.DateTimeField(required=False)
+    # core's bounded time (1970-2200, no zone = UTC): a year 166 would overflow the store's nanoseconds (a 500)
+    since = HeatmapTimeField(help_text="ISO 8601; default: the job's first row")
+    until = HeatmapTimeField(help_text="ISO 8601; default: the job's last row")
     max_points = QueryIntegerField(min_value=10, max_value=20_000, required=False, default=2_000,
                                    help_text="per series; longer series are thinned evenly (markers are always kept)")
 
