@@ -153,6 +153,7 @@ function requestForm() {
       answer = await response.json();
     } catch (error) {
       state.textContent = `The check could not reach the portal (${error}); submitting still checks everything.`;
+      if (mine === sequence && !dirty) delete form.dataset.pending;
       return;
     }
     if (mine !== sequence) return; // a newer check is under way
@@ -187,13 +188,22 @@ function requestForm() {
     showDiff(document.getElementById("preview-diff"), answer.diff || (answer.valid ? "(no change to the repository)" : ""));
     document.getElementById("preview-manifests").textContent = answer.manifests;
     form.dataset.checked = String(mine);
+    if (!dirty) delete form.dataset.pending;
   }
 
   function touch(event) {
     if (event.target && event.target.name) touched.add(event.target.name);
   }
-  form.addEventListener("input", (event) => { touch(event); dirty = true; clearTimeout(timer); timer = setTimeout(check, 400); });
-  form.addEventListener("change", (event) => { touch(event); dirty = true; clearTimeout(timer); timer = setTimeout(check, 150); });
+  // data-pending says an edit has not been checked yet (a check is waiting or under way).
+  function edited(event, delay) {
+    touch(event);
+    dirty = true;
+    form.dataset.pending = "true";
+    clearTimeout(timer);
+    timer = setTimeout(check, delay);
+  }
+  form.addEventListener("input", (event) => edited(event, 400));
+  form.addEventListener("change", (event) => edited(event, 150));
   // Leaving a field shows its problems (a required field left empty included), without a new check.
   form.addEventListener("focusout", (event) => {
     if (!event.target.name || touched.has(event.target.name)) return;

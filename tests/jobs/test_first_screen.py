@@ -58,7 +58,8 @@ def test_running_job_whose_samples_stopped_says_since_when(client, alice, store)
     job_telemetry_refresh(job)
     client.force_login(alice)
     text = first_screen(client, job)
-    last = (job.start_time + timedelta(minutes=30)).strftime("%H:%M")
+    last = job.start_time + timedelta(minutes=30)  # the end of the last bucket with data; its date once it is another day
+    last = last.strftime("%H:%M" if last.date() == job.start_time.date() else "%Y-%m-%d %H:%M")
     assert f"no data since {last} UTC" in text and "while the job runs" in text
     assert "8 of 8 GPUs reporting" in text
     page = client.get(f"/jobs/alps/{job.job_id}/").content.decode()

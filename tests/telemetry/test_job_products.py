@@ -202,7 +202,8 @@ def test_a_running_jobs_last_sample_is_never_in_the_future(job, store):
         time.sleep(2)
         now = timezone.now()
     bucket = now.replace(microsecond=0) - timedelta(seconds=now.second % 10)
-    samples = synthetic(minutes=30, every_s=1, start=job.start_time)
+    # samples up to 1 s into now's bucket (past the fixture's "now", which the sleep may have left behind)
+    samples = synthetic(minutes=35, every_s=1, start=job.start_time)
     samples = samples[samples["ts"] <= bucket + timedelta(seconds=1)]
     store.write(samples)
     record = job_telemetry_refresh(job)
