@@ -61,6 +61,8 @@ INSTALLED_APPS = [
     "apps.namespaces",
     "apps.catalog",
     "apps.appmetrics",
+    "apps.network",
+    "apps.storage",
     "apps.system",
     "apps.reports",
     "apps.triage",

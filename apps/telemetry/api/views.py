@@ -104,7 +104,14 @@ def _store_and_record(request, frame, errors, *, source, nbytes, rows):
     return Response(body, status=status.HTTP_200_OK)
 
 
-IMPORT_FORMATS = ("dcgmi-dmon", "dcgm-exporter")
+IMPORT_FORMATS = ("dcgmi-dmon", "dcgm-exporter", "lustre-jobstats", "fabric-manager")
+
+
+def _other_importers() -> dict:
+    """Formats whose rows are not GPU samples: each module answers the request itself (``import_text``)."""
+    from . import fabric, lustre
+
+    return {"lustre-jobstats": lustre.import_text, "fabric-manager": fabric.import_text}
 
 
 class ImportParams(serializers.Serializer):
@@ -260,6 +267,9 @@ class ImportView(APIView):
         cluster = scope.cluster_for(params.get("cluster", ""))
         if not cluster:
             raise InputError("give cluster=<name> for imported text", [ErrorItem(message="required", field="cluster")])
+        other = _other_importers().get(kind)
+        if other is not None:
+            return other(request, text, params=params, cluster=cluster, scope=scope, nbytes=len(body))
         try:
             if kind == "dcgmi-dmon":
                 result = importers.parse_dcgmi_dmon(text, host=params.get("host", ""), cluster=cluster,
