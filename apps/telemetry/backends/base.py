@@ -16,6 +16,13 @@ from the samples (a GPU read never returns them, nor the other way round):
     ts (datetime64[ns, UTC]) | cluster | job_id (int64) | name | step (Int64, <NA> unknown) | value (float64)
 
 identified by (cluster, job_id, name, ts); ``canonical_app`` validates a frame into that shape.
+
+A third table holds network samples (Slingshot NIC and switch-port counters, ``netfields``):
+
+    ts (datetime64[ns, UTC]) | cluster | host | nic | field (canonical name) | value (float64)
+
+identified by ``NET_KEY`` (cluster, host, nic, field, ts); ``canonical_net`` validates. Counters are
+stored cumulative, exactly as the driver or fabric manager reports them.
 Plain Python: no Django.
 """
 from __future__ import annotations
@@ -41,6 +48,14 @@ APP_COLUMNS = ["ts", "cluster", "job_id", "name", "step", "value"]
 APP_KEY = ["cluster", "job_id", "name", "ts"]
 APP_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.:/-]{0,63}")
 APP_NAME_RULE = "a letter, then at most 63 letters, digits or _ . : / -"
+
+NET_COLUMNS = ["ts", "cluster", "host", "nic", "field", "value"]
+NET_KEY = ["cluster", "host", "nic", "field", "ts"]
+NET_AGGREGATE_COLUMNS = ["bucket", "cluster", "host", "nic", "field", "count", "first", "last", "min", "max"]
+NET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}")
+NET_NAME_RULE = "a letter or digit, then at most 63 letters, digits or _ . : / -"
+NET_FIELD = re.compile(r"[a-z][a-z0-9_]{0,63}")
+NET_FIELD_RULE = "a lower-case letter, then at most 63 lower-case letters, digits or _"
 
 
 class TelemetryUnavailable(RuntimeError):
@@ -228,51 +243,51 @@ def canonical_app(frame: pd.DataFrame) -> pd.DataFrame:
     return out[APP_COLUMNS]
 
 
-def _bad_row(column: str, row: int, value, problem: str) -> ValueError:
+def _bad_row(column: str, row: int, value, problem: str, what: str = "job series") -> ValueError:
     if isinstance(value, np.generic):
         value = value.item()  # 1.0, not np.float64(1.0)
-    return ValueError(f"job series row {row}, column {column!r}: {value!r} {problem}")
+    return ValueError(f"{what} row {row}, column {column!r}: {value!r} {problem}")
 
 
 def _first(mask) -> int:
     return int(np.flatnonzero(np.asarray(mask, dtype=bool))[0])
 
 
-def _app_times(column: pd.Series) -> pd.Series:
+def _app_times(column: pd.Series, what: str = "job series") -> pd.Series:
     if pd.api.types.is_datetime64_any_dtype(column.dtype):
         parsed = pd.to_datetime(column, utc=True)
     elif pd.api.types.is_numeric_dtype(column.dtype) and not pd.api.types.is_bool_dtype(column.dtype):
-        raise _bad_row("ts", 0, column.iloc[0], "is a number, not a time; give a datetime or ISO 8601 text")
+        raise _bad_row("ts", 0, column.iloc[0], "is a number, not a time; give a datetime or ISO 8601 text", what=what)
     else:
         numbers = column.map(lambda v: isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
                              and not pd.isna(v)).to_numpy(bool)
         if numbers.any():
             row = _first(numbers)
-            raise _bad_row("ts", row, column.iloc[row], "is a number, not a time; give a datetime or ISO 8601 text")
+            raise _bad_row("ts", row, column.iloc[row], "is a number, not a time; give a datetime or ISO 8601 text", what=what)
         parsed = pd.to_datetime(column, utc=True, errors="coerce", format="ISO8601")
     bad = parsed.isna().to_numpy()
     if bad.any():
         row = _first(bad)
         value = column.iloc[row]
         raise _bad_row("ts", row, None if pd.isna(value) else value,
-                       "is missing" if pd.isna(value) else "is not a time (ISO 8601, e.g. 2026-11-21T10:00:00Z)")
+                       "is missing" if pd.isna(value) else "is not a time (ISO 8601, e.g. 2026-11-21T10:00:00Z)", what=what)
     try:
         return parsed.astype("datetime64[ns, UTC]")
     except (OverflowError, ValueError, pd.errors.OutOfBoundsDatetime):
         limits = (pd.Timestamp.min.tz_localize("UTC"), pd.Timestamp.max.tz_localize("UTC"))
         row = _first((parsed < limits[0]) | (parsed > limits[1]))
-        raise _bad_row("ts", row, column.iloc[row], "is outside the years 1677-2262") from None
+        raise _bad_row("ts", row, column.iloc[row], "is outside the years 1677-2262", what=what) from None
 
 
-def _app_text(column: pd.Series, name: str, valid, problem: str) -> pd.Series:
+def _app_text(column: pd.Series, name: str, valid, problem: str, what: str = "job series") -> pd.Series:
     wrong = {value for value in pd.unique(column.to_numpy(object)) if isinstance(value, str) and not valid(value)}
     bad = column.map(lambda v: not isinstance(v, str) or v in wrong).to_numpy(bool)
     if bad.any():
         row = _first(bad)
         value = column.iloc[row]
         if isinstance(value, str):
-            raise _bad_row(name, row, value, problem)
-        raise _bad_row(name, row, None if pd.isna(value) else value, "is missing" if pd.isna(value) else "is not text")
+            raise _bad_row(name, row, value, problem, what=what)
+        raise _bad_row(name, row, None if pd.isna(value) else value, "is missing" if pd.isna(value) else "is not text", what=what)
     return pd.Series(column.to_numpy(object), dtype=object)
 
 
@@ -303,9 +318,9 @@ def _app_integers(column: pd.Series, name: str, *, nullable: bool) -> pd.Series:
     return pd.Series(result)
 
 
-def _app_values(column: pd.Series) -> pd.Series:
+def _app_values(column: pd.Series, what: str = "job series") -> pd.Series:
     if pd.api.types.is_bool_dtype(column.dtype):
-        raise _bad_row("value", 0, column.iloc[0], "is not a number")
+        raise _bad_row("value", 0, column.iloc[0], "is not a number", what=what)
     numbers = pd.to_numeric(column, errors="coerce")
     values = numbers.to_numpy(dtype="float64", na_value=np.nan)
     bad = ~np.isfinite(values)
@@ -313,10 +328,10 @@ def _app_values(column: pd.Series) -> pd.Series:
         row = _first(bad)
         value = column.iloc[row]
         if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
-            raise _bad_row("value", row, value, "must be a finite number")
+            raise _bad_row("value", row, value, "must be a finite number", what=what)
         if value is None or value is pd.NA:
-            raise _bad_row("value", row, None, "is missing")
-        raise _bad_row("value", row, value, "is not a number")
+            raise _bad_row("value", row, None, "is missing", what=what)
+        raise _bad_row("value", row, value, "is not a number", what=what)
     return pd.Series(values, dtype="float64")
 
 
@@ -342,7 +357,7 @@ def app_names(names) -> tuple[str, ...] | None:
     return tuple(str(name) for name in names)
 
 
-def app_window(start=None, end=None) -> tuple[int | None, int | None]:
+def app_window(start=None, end=None, what: str = "job series") -> tuple[int | None, int | None]:
     """``[start, end)`` of ``read_job_series`` as nanoseconds since the epoch (None: open); naive
     times are UTC. Raises ValueError for an unparseable time or an empty window."""
     bounds = []
@@ -353,14 +368,14 @@ def app_window(start=None, end=None) -> tuple[int | None, int | None]:
         try:
             stamp = pd.Timestamp(moment)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"job series {label} {moment!r} is not a time: {exc}") from None
+            raise ValueError(f"{what} {label} {moment!r} is not a time: {exc}") from None
         if pd.isna(stamp):
             bounds.append(None)
             continue
         stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
         bounds.append(int(stamp.as_unit("ns").value))
     if bounds[0] is not None and bounds[1] is not None and bounds[1] <= bounds[0]:
-        raise ValueError(f"job series window is empty: end {pd.Timestamp(bounds[1], tz='UTC')} is not after "
+        raise ValueError(f"{what} window is empty: end {pd.Timestamp(bounds[1], tz='UTC')} is not after "
                          f"start {pd.Timestamp(bounds[0], tz='UTC')}")
     return bounds[0], bounds[1]
 
@@ -374,6 +389,136 @@ def app_frame_from_columns(ts_ns, cluster, job_id, name, step, value) -> pd.Data
         "job_id": np.asarray(job_id, dtype="int64"), "name": pd.Series(name, dtype=object),
         "step": pd.array(step, dtype="Int64"),
         "value": np.asarray(value, dtype="float64")})[APP_COLUMNS]
+
+
+# -- network samples (NIC and switch-port counters) -----------------------------------------------
+
+
+def empty_net_frame() -> pd.DataFrame:
+    """No network samples, with the canonical columns and dtypes."""
+    frame = pd.DataFrame({column: pd.Series(dtype=object) for column in NET_COLUMNS})
+    frame["ts"] = pd.Series(dtype="datetime64[ns, UTC]")
+    frame["value"] = pd.Series(dtype="float64")
+    return frame[NET_COLUMNS]
+
+
+def canonical_net(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a canonical network-sample table, rows in the given order and numbered from 0.
+
+    ``ts``: datetimes or ISO 8601 text (naive means UTC); numbers are refused, as for job series.
+    ``cluster``: non-empty text. ``host`` (node name or switch xname) and ``nic`` (``hsn0``, or a
+    switch port such as ``j17``): ``NET_NAME`` (a letter or digit, then up to 63 of letters, digits,
+    ``_ . : / -``). ``field``: ``NET_FIELD`` (a canonical name of ``netfields``: lower case, digits,
+    ``_``; the store does not check the registry, ingestion does). ``value``: a finite number.
+    Raises ValueError naming the first bad row and column, so nothing of a bad batch is written."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"network samples must be a pandas DataFrame, not {type(frame).__name__}")
+    missing = [column for column in NET_COLUMNS if column not in frame.columns]
+    if missing:
+        raise ValueError(f"network sample frame lacks column(s) {', '.join(missing)}; needs {', '.join(NET_COLUMNS)}")
+    if frame.empty:
+        return empty_net_frame()
+    frame = frame.reset_index(drop=True)
+    what = "network sample"
+    out = pd.DataFrame({
+        "ts": _app_times(frame["ts"], what=what),
+        "cluster": _app_text(frame["cluster"], "cluster", lambda v: bool(v.strip()), "is not a cluster name (empty)",
+                             what=what),
+        "host": _app_text(frame["host"], "host", lambda v: NET_NAME.fullmatch(v) is not None,
+                          f"is not a host or switch name ({NET_NAME_RULE})", what=what),
+        "nic": _app_text(frame["nic"], "nic", lambda v: NET_NAME.fullmatch(v) is not None,
+                         f"is not a NIC or port name ({NET_NAME_RULE})", what=what),
+        "field": _app_text(frame["field"], "field", lambda v: NET_FIELD.fullmatch(v) is not None,
+                           f"is not a network field name ({NET_FIELD_RULE})", what=what),
+        "value": _app_values(frame["value"], what=what),
+    })
+    return out[NET_COLUMNS]
+
+
+def deduplicate_net(frame: pd.DataFrame) -> pd.DataFrame:
+    """Keep the last row for each ``NET_KEY`` of a canonical batch: last write wins."""
+    if len(frame) < 2:
+        return frame
+    return frame.drop_duplicates(subset=NET_KEY, keep="last", ignore_index=True)
+
+
+def sort_net(frame: pd.DataFrame) -> pd.DataFrame:
+    """What ``read_net`` answers: sorted by host, nic, field, ts (one cluster per read)."""
+    return frame.sort_values(["cluster", "host", "nic", "field", "ts"], kind="stable", ignore_index=True)
+
+
+def net_filter(values, label: str) -> tuple[str, ...] | None:
+    """A ``hosts``/``nics``/``fields`` filter of the network reads: None (all), one name, or several."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        return (values,)
+    if not isinstance(values, Iterable):
+        raise TypeError(f"{label} must be a name or a list of them, not {type(values).__name__}")
+    return tuple(str(value) for value in values)
+
+
+def net_window(start=None, end=None) -> tuple[int | None, int | None]:
+    """``[start, end)`` of the network reads as nanoseconds (None: open); naive times are UTC."""
+    return app_window(start, end, what="network samples")
+
+
+def net_frame_from_columns(ts_ns, cluster, host, nic, field, value) -> pd.DataFrame:
+    """A canonical network-sample frame from what a store gives back."""
+    if len(ts_ns) == 0:
+        return empty_net_frame()
+    return pd.DataFrame({
+        "ts": utc_from_ns(ts_ns), "cluster": pd.Series(cluster, dtype=object), "host": pd.Series(host, dtype=object),
+        "nic": pd.Series(nic, dtype=object), "field": pd.Series(field, dtype=object),
+        "value": np.asarray(value, dtype="float64")})[NET_COLUMNS]
+
+
+def select_net(frame: pd.DataFrame, cluster: str, hosts=None, nics=None, fields=None, start=None,
+               end=None) -> pd.DataFrame:
+    """The rows of a canonical frame a network read selects (reference for the backends)."""
+    lo, hi = net_window(start, end)
+    mask = (frame["cluster"] == str(cluster)).to_numpy()
+    for column, values in (("host", net_filter(hosts, "hosts")), ("nic", net_filter(nics, "nics")),
+                           ("field", net_filter(fields, "fields"))):
+        if values is not None:
+            mask &= frame[column].isin(values).to_numpy()
+    nanos = frame["ts"].astype("int64").to_numpy()
+    if lo is not None:
+        mask &= nanos >= lo
+    if hi is not None:
+        mask &= nanos < hi
+    return sort_net(frame[mask])
+
+
+def empty_net_aggregate() -> pd.DataFrame:
+    out = pd.DataFrame({column: pd.Series(dtype="float64") for column in NET_AGGREGATE_COLUMNS})
+    for column in ("cluster", "host", "nic", "field"):
+        out[column] = pd.Series(dtype=object)
+    out["bucket"] = pd.Series(dtype="datetime64[ns, UTC]")
+    out["count"] = pd.Series(dtype="int64")
+    return out
+
+
+def aggregate_net_frame(frame: pd.DataFrame, step) -> pd.DataFrame:
+    """Reference aggregation of network samples in pandas: per epoch-aligned bucket of ``step``
+    seconds and (cluster, host, nic, field), the count, the value of the earliest and of the latest
+    sample (``first``, ``last``), min and max. Sorted by bucket, cluster, host, nic, field. Backends
+    may compute it natively but must give the same numbers (their rows may come in any order: sort
+    with ``sort_net_aggregate``)."""
+    step = step_seconds(step)
+    if frame.empty:
+        return empty_net_aggregate()
+    work = frame.assign(bucket=bucket_start(frame["ts"], step)).sort_values("ts", kind="stable")
+    grouped = work.groupby(["bucket", "cluster", "host", "nic", "field"], sort=True, observed=True)["value"]
+    out = grouped.agg(count="count", first="first", last="last", min="min", max="max").reset_index()
+    out["count"] = out["count"].astype("int64")
+    for column in ("cluster", "host", "nic", "field"):
+        out[column] = out[column].astype(object)
+    return out[NET_AGGREGATE_COLUMNS]
+
+
+def sort_net_aggregate(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(["bucket", "cluster", "host", "nic", "field"], kind="stable", ignore_index=True)
 
 
 class TelemetryBackend(ABC):
@@ -427,6 +572,36 @@ class TelemetryBackend(ABC):
     def _no_job_series(self) -> TelemetryUnavailable:
         return TelemetryUnavailable(f"{self.name} ({type(self).__name__}) keeps no job series: it does not "
                                     "implement write_job_series/read_job_series/delete_job_series")
+
+    # Network samples (the third canonical table, ``NET_COLUMNS``: NIC and switch-port counters).
+    # Not abstract either, for the same reason: a backend without them says so by name.
+
+    def write_net(self, frame: pd.DataFrame) -> int:
+        """Store canonical network samples (``canonical_net`` validates first: a bad row writes
+        nothing); a sample with an existing ``NET_KEY`` replaces it, repeats inside the batch keep
+        the last. Returns the samples written."""
+        raise self._no_net()
+
+    def read_net(self, cluster: str, hosts=None, nics=None, fields=None, start=None, end=None) -> pd.DataFrame:
+        """Network samples of one cluster in ``[start, end)`` (either may be None; naive times are
+        UTC), only the given hosts, NICs/ports and fields (each None, one name or several), as
+        ``NET_COLUMNS`` sorted by host, nic, field, ts."""
+        raise self._no_net()
+
+    def aggregate_net(self, cluster: str, step, hosts=None, nics=None, fields=None, start=None,
+                      end=None) -> pd.DataFrame:
+        """Per epoch-aligned bucket of ``step`` seconds and (host, nic, field): count, first, last,
+        min, max (``NET_AGGREGATE_COLUMNS``; first/last are the values of the earliest and latest
+        sample of the bucket, enough to turn counters into rates). Rows in no particular order."""
+        return aggregate_net_frame(self.read_net(cluster, hosts, nics, fields, start, end), step)
+
+    def delete_net(self, cluster: str, hosts=None) -> int:
+        """Remove the network samples of a cluster (only of ``hosts`` when given). Returns rows removed."""
+        raise self._no_net()
+
+    def _no_net(self) -> TelemetryUnavailable:
+        return TelemetryUnavailable(f"{self.name} ({type(self).__name__}) keeps no network samples: it does not "
+                                    "implement write_net/read_net/delete_net")
 
     def check(self) -> str:
         """One line saying the store is usable; raises TelemetryUnavailable otherwise."""

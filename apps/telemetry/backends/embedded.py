@@ -18,6 +18,13 @@ Layout (all times are integer nanoseconds since the epoch, UTC, so nothing is ro
   ts, step, value), step NULL when unknown. Kept apart from ``samples``: no series id, no rollups
   (a job's series are read whole or by window, a few hundred thousand points at most). Writing a
   (cluster, job_id, name, ts) again replaces it: delete-then-insert in one transaction, as samples.
+* ``net_samples`` — network samples (``base.NET_COLUMNS``: Slingshot NIC and switch-port counters):
+  (cluster, host, nic, field, ts, value), names as text (a whole system is some 10,000 NICs and
+  a few thousand switch ports, a dozen fields each: small dictionaries DuckDB compresses well). Kept
+  apart from ``samples`` like ``app_series``, no rollups (``aggregate_net`` groups raw rows, with
+  ``arg_min``/``arg_max`` on ts for the first and last value of a bucket). Writing a key again
+  replaces it: delete-then-insert in one transaction, the delete skipped when the batch's time range
+  holds no stored row (new data, the collector's case).
 
 Tables are created with ``CREATE TABLE IF NOT EXISTS`` when a process first opens the file, so a
 store written before a table existed gains it; ``SCHEMA_VERSION`` changes only for a layout an
@@ -40,14 +47,15 @@ import numpy as np
 import pandas as pd
 
 from .base import (
-    COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, app_frame_from_columns,
-    app_names, app_window, canonical, canonical_app, check_stats, deduplicate_app, empty_app_frame, empty_frame,
-    step_seconds, utc_from_ns,
+    COLUMNS, DEFAULT_STATS, NET_AGGREGATE_COLUMNS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable,
+    app_frame_from_columns, app_names, app_window, canonical, canonical_app, canonical_net, check_stats,
+    deduplicate_app, deduplicate_net, empty_app_frame, empty_frame, empty_net_aggregate, net_filter,
+    net_frame_from_columns, net_window, step_seconds, utc_from_ns,
 )
 
 NS = 1_000_000_000
 ROLLUP_LEVELS = (60, 600, 3600)  # seconds; each level is built from the one before
-SCHEMA_VERSION = "2"  # not raised for app_series: CREATE TABLE IF NOT EXISTS adds it to a version-2 file
+SCHEMA_VERSION = "2"  # not raised for app_series, net_samples: CREATE TABLE IF NOT EXISTS adds them to a version-2 file
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS store_info (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -60,6 +68,9 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS app_series (
         cluster VARCHAR NOT NULL, job_id BIGINT NOT NULL, name VARCHAR NOT NULL, ts BIGINT NOT NULL, step BIGINT,
         value DOUBLE NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS net_samples (
+        cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, nic VARCHAR NOT NULL, field VARCHAR NOT NULL,
+        ts BIGINT NOT NULL, value DOUBLE NOT NULL)""",
 ]
 
 
@@ -420,6 +431,103 @@ class EmbeddedBackend(TelemetryBackend):
                 raise
         return int(removed)
 
+    # -- network samples -----------------------------------------------------------------------
+
+    def write_net(self, frame: pd.DataFrame) -> int:
+        if frame is None or len(frame) == 0:
+            return 0
+        batch = deduplicate_net(canonical_net(frame))
+        rows = pd.DataFrame({
+            "cluster": batch["cluster"].to_numpy(object), "host": batch["host"].to_numpy(object),
+            "nic": batch["nic"].to_numpy(object), "field": batch["field"].to_numpy(object),
+            "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy("float64")})
+        lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
+        with self._connect() as db:
+            db.register("net_batch", rows)
+            db.execute("BEGIN TRANSACTION")
+            try:
+                if db.execute("SELECT 1 FROM net_samples WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
+                    db.execute("""DELETE FROM net_samples USING net_batch b
+                                  WHERE net_samples.ts BETWEEN ? AND ? AND net_samples.ts = b.ts
+                                    AND net_samples.host = b.host AND net_samples.nic = b.nic
+                                    AND net_samples.field = b.field AND net_samples.cluster = b.cluster""", [lo, hi])
+                db.execute("INSERT INTO net_samples SELECT cluster, host, nic, field, ts, value FROM net_batch")
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+            finally:
+                db.unregister("net_batch")
+        return len(rows)
+
+    @staticmethod
+    def _net_where(cluster, hosts, nics, fields, start, end) -> tuple[str, list] | None:
+        """SQL filter of a network read; None when it can match nothing."""
+        lo, hi = net_window(start, end)
+        clauses, params = ["cluster = ?"], [str(cluster)]
+        for column, values in (("host", net_filter(hosts, "hosts")), ("nic", net_filter(nics, "nics")),
+                               ("field", net_filter(fields, "fields"))):
+            if values is not None:
+                if not values:
+                    return None
+                clauses.append(f"list_contains(?, {column})")
+                params.append(list(values))
+        if lo is not None:
+            clauses.append("ts >= ?")
+            params.append(lo)
+        if hi is not None:
+            clauses.append("ts < ?")
+            params.append(hi)
+        return " AND ".join(clauses), params
+
+    def read_net(self, cluster: str, hosts=None, nics=None, fields=None, start=None, end=None) -> pd.DataFrame:
+        where = self._net_where(cluster, hosts, nics, fields, start, end)
+        if where is None:
+            return net_frame_from_columns([], [], [], [], [], [])
+        with self._connect() as db:
+            found = db.execute(f"""SELECT ts, cluster, host, nic, field, value FROM net_samples
+                                   WHERE {where[0]} ORDER BY host, nic, field, ts""", where[1]).fetchnumpy()
+        return net_frame_from_columns(found["ts"], found["cluster"], found["host"], found["nic"], found["field"],
+                                      found["value"])
+
+    def aggregate_net(self, cluster: str, step, hosts=None, nics=None, fields=None, start=None,
+                      end=None) -> pd.DataFrame:
+        width = step_seconds(step) * NS
+        where = self._net_where(cluster, hosts, nics, fields, start, end)
+        if where is None:
+            return empty_net_aggregate()
+        with self._connect() as db:
+            found = db.execute(f"""SELECT ts - (ts % {width}) AS bucket, cluster, host, nic, field, count(*) AS count,
+                                          arg_min(value, ts) AS first, arg_max(value, ts) AS last,
+                                          min(value) AS min, max(value) AS max
+                                   FROM net_samples WHERE {where[0]} GROUP BY ALL""", where[1]).fetchnumpy()
+        if len(found["bucket"]) == 0:
+            return empty_net_aggregate()
+        out = pd.DataFrame({name: found[name] for name in NET_AGGREGATE_COLUMNS})
+        out["bucket"] = utc_from_ns(out["bucket"])
+        for column in ("cluster", "host", "nic", "field"):
+            out[column] = out[column].astype(object)
+        out["count"] = out["count"].astype("int64")
+        for column in ("first", "last", "min", "max"):
+            out[column] = out[column].astype("float64")
+        return out[NET_AGGREGATE_COLUMNS]
+
+    def delete_net(self, cluster: str, hosts=None) -> int:
+        where = self._net_where(cluster, hosts, None, None, None, None)
+        if where is None:
+            return 0
+        with self._connect() as db:
+            db.execute("BEGIN TRANSACTION")
+            try:
+                removed = db.execute(f"SELECT count(*) FROM net_samples WHERE {where[0]}", where[1]).fetchone()[0]
+                if removed:
+                    db.execute(f"DELETE FROM net_samples WHERE {where[0]}", where[1])
+                db.execute("COMMIT")
+            except Exception:
+                db.execute("ROLLBACK")
+                raise
+        return int(removed)
+
     # -- maintenance, continued ----------------------------------------------------------------
 
     def check(self) -> str:
@@ -429,9 +537,10 @@ class EmbeddedBackend(TelemetryBackend):
         return f"{self.name} {self.file}: {rows:,} samples, {size / 2**20:,.1f} MiB"
 
     def clear(self) -> None:
-        """Remove everything, job series included (tests, demo reset)."""
+        """Remove everything, job series and network samples included (tests, demo reset)."""
         with self._connect() as db:
-            for table in ("samples", "series", *[f"rollup_{level}" for level in ROLLUP_LEVELS], "app_series"):
+            for table in ("samples", "series", *[f"rollup_{level}" for level in ROLLUP_LEVELS], "app_series",
+                          "net_samples"):
                 db.execute(f"DELETE FROM {table}")
 
 
