@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from apps.telemetry.backends.base import (
-    APP_COLUMNS, COLUMNS, STATS, Query, aggregate_frame, latest_frame, sort_aggregate, sort_samples,
+    APP_COLUMNS, COLUMNS, NET_AGGREGATE_COLUMNS, NET_COLUMNS, STATS, Query, aggregate_frame, latest_frame,
+    sort_aggregate, sort_samples,
 )
 
 T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=timezone.utc)
@@ -50,6 +51,57 @@ def app_synthetic(cluster="alps", job_id=4242, names=("loss", "tokens_per_s"), p
     frame["step"] = frame["step"].astype("Int64")
     frame["ts"] = frame["ts"].astype("datetime64[ns, UTC]")
     return frame[APP_COLUMNS]
+
+
+def net_synthetic(cluster="alps", hosts=("nid000001", "nid000002"), nics=("hsn0", "hsn1"),
+                  fields=("nic_tx_packets", "nic_retries"), minutes=10, every_s=10, seed=3, start=T0) -> pd.DataFrame:
+    """Cumulative NIC counters: per series a random non-decreasing walk, every other timestamp off the
+    whole second by some nanoseconds."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for host in hosts:
+        for nic in nics:
+            for field in fields:
+                value = float(rng.integers(0, 10**9))
+                for i in range(minutes * 60 // every_s):
+                    value += float(rng.integers(0, 10**6))
+                    ts = pd.Timestamp(start) + pd.Timedelta(seconds=i * every_s, nanoseconds=(i % 2) * 7_000_001)
+                    rows.append((ts, cluster, host, nic, field, value))
+    frame = pd.DataFrame(rows, columns=NET_COLUMNS)
+    frame["ts"] = frame["ts"].astype("datetime64[ns, UTC]")
+    return frame
+
+
+def sorted_net(frame: pd.DataFrame) -> pd.DataFrame:
+    """What a network read answers: sorted by host, nic, field, ts (independently of the backends' helpers)."""
+    return frame.sort_values(["host", "nic", "field", "ts"], kind="stable", ignore_index=True)
+
+
+def expected_net_aggregate(frame: pd.DataFrame, step_s: int) -> pd.DataFrame:
+    """Per bucket and series: count, value at the earliest and latest time, min, max; written out here
+    with plain Python, independently of ``aggregate_net_frame``."""
+    groups: dict = {}
+    for row in frame.itertuples(index=False):
+        ns = row.ts.value
+        bucket = ns - ns % (step_s * 1_000_000_000)
+        groups.setdefault((bucket, row.cluster, row.host, row.nic, row.field), []).append((ns, row.value))
+    records = []
+    for key in sorted(groups):
+        points = sorted(groups[key])
+        values = [v for _, v in points]
+        records.append((pd.Timestamp(key[0], tz="UTC"), *key[1:], len(points), points[0][1], points[-1][1],
+                        min(values), max(values)))
+    return pd.DataFrame(records, columns=NET_AGGREGATE_COLUMNS)
+
+
+def assert_net_frames_equal(actual: pd.DataFrame, expected: pd.DataFrame):
+    assert list(actual.columns) == NET_COLUMNS
+    assert str(actual["ts"].dtype) == "datetime64[ns, UTC]" and actual["value"].dtype == np.float64
+    assert len(actual) == len(expected), (len(actual), len(expected))
+    actual, expected = actual.reset_index(drop=True), expected.reset_index(drop=True)
+    assert actual["ts"].astype("int64").tolist() == expected["ts"].astype("int64").tolist()
+    for column in ("cluster", "host", "nic", "field", "value"):
+        assert actual[column].tolist() == expected[column].tolist(), column
 
 
 def sorted_app(frame: pd.DataFrame) -> pd.DataFrame:
@@ -309,3 +361,97 @@ class BackendContract:
         backend.write(samples)
         assert backend.delete_job_series("alps") == len(series)
         assert_frames_equal(backend.read(window), sort_samples(samples))
+
+    # -- network samples -------------------------------------------------------------------------
+
+    def test_network_samples_read_back_exactly_sorted(self, backend):
+        data = net_synthetic()
+        assert backend.write_net(data.sample(frac=1, random_state=4)) == len(data)
+        assert_net_frames_equal(backend.read_net("alps"), sorted_net(data))
+        assert backend.read_net("todi").empty and list(backend.read_net("todi").columns) == NET_COLUMNS
+
+    def test_network_filters_and_half_open_window(self, backend):
+        data = net_synthetic()
+        backend.write_net(data)
+        start, end = T0 + timedelta(minutes=2), T0 + timedelta(minutes=5)
+        out = backend.read_net("alps", hosts=["nid000002"], nics="hsn1", fields=["nic_retries"], start=start, end=end)
+        expected = data[(data.host == "nid000002") & (data.nic == "hsn1") & (data.field == "nic_retries")
+                        & (data.ts >= start) & (data.ts < end)]
+        assert len(expected) == 18
+        assert_net_frames_equal(out, sorted_net(expected))
+        assert backend.read_net("alps", hosts=[]).empty
+
+    def test_network_samples_written_again_replace_and_repeats_keep_the_last(self, backend):
+        data = net_synthetic(minutes=2)
+        backend.write_net(data)
+        assert backend.write_net(data) == len(data)
+        assert len(backend.read_net("alps")) == len(data)
+        changed = data.iloc[[0, 5, len(data) - 1]].assign(value=-1.0)
+        backend.write_net(changed)
+        expected = data.copy()
+        expected.loc[changed.index, "value"] = -1.0
+        assert_net_frames_equal(backend.read_net("alps"), sorted_net(expected))
+        row = data.iloc[[7]]
+        assert backend.write_net(pd.concat([row.assign(value=1.0), row.assign(value=2.0)])) == 1
+        out = backend.read_net("alps", hosts=row["host"].tolist(), nics=row["nic"].tolist(),
+                               fields=row["field"].tolist())
+        assert out.loc[out["ts"] == row["ts"].iloc[0], "value"].tolist() == [2.0]
+
+    @pytest.mark.parametrize("step", [60, 120, 7])
+    def test_network_aggregates_give_first_last_min_max_count_per_bucket(self, backend, step):
+        data = net_synthetic()
+        backend.write_net(data)
+        out = backend.aggregate_net("alps", step)
+        assert list(out.columns) == NET_AGGREGATE_COLUMNS
+        got = out.sort_values(["bucket", "host", "nic", "field"], ignore_index=True)
+        expected = expected_net_aggregate(data, step)
+        assert len(got) == len(expected)
+        assert got["bucket"].astype("int64").tolist() == expected["bucket"].astype("int64").tolist()
+        for column in ("host", "nic", "field", "count", "first", "last", "min", "max"):
+            assert got[column].tolist() == expected[column].tolist(), column
+        window = backend.aggregate_net("alps", 60, nics=["hsn0"], start=T0 + timedelta(seconds=30),
+                                       end=T0 + timedelta(minutes=3))
+        inside = data[(data.nic == "hsn0") & (data.ts >= T0 + timedelta(seconds=30)) & (data.ts < T0 + timedelta(minutes=3))]
+        assert window["count"].sum() == len(inside)
+        assert sorted(window["first"].tolist()) == sorted(expected_net_aggregate(inside, 60)["first"].tolist())
+
+    def test_network_delete_by_cluster_or_hosts(self, backend):
+        data = net_synthetic()
+        other = net_synthetic(cluster="todi", hosts=("nid000009",), seed=5)
+        backend.write_net(pd.concat([data, other], ignore_index=True))
+        assert backend.delete_net("alps", hosts=["nid000001"]) == int((data.host == "nid000001").sum())
+        assert_net_frames_equal(backend.read_net("alps"), sorted_net(data[data.host == "nid000002"]))
+        assert backend.delete_net("alps") == int((data.host == "nid000002").sum())
+        assert backend.read_net("alps").empty
+        assert_net_frames_equal(backend.read_net("todi"), sorted_net(other))
+        assert backend.delete_net("nowhere") == 0
+
+    def test_an_invalid_network_row_is_named_and_nothing_is_written(self, backend):
+        data = net_synthetic(minutes=1)
+        data["value"] = data["value"].astype(object)
+        data.loc[4, "value"] = float("nan")
+        with pytest.raises(ValueError, match="row 4, column 'value'.*finite"):
+            backend.write_net(data)
+        bad_nic = net_synthetic(minutes=1).assign(nic="hsn 0")
+        with pytest.raises(ValueError, match="row 0, column 'nic'"):
+            backend.write_net(bad_nic)
+        assert backend.read_net("alps").empty
+
+    def test_network_samples_gpu_samples_and_job_series_never_mix(self, backend):
+        samples, series, net = synthetic(minutes=10), app_synthetic(points=20), net_synthetic(minutes=10)
+        backend.write(samples)
+        backend.write_job_series(series)
+        backend.write_net(net)
+        window = self.window()
+        assert_frames_equal(backend.read(window), sort_samples(samples))
+        assert_frames_equal(sort_aggregate(backend.aggregate(window, 600)), aggregate_frame(samples, 600))
+        assert_app_frames_equal(backend.read_job_series("alps", 4242), sorted_app(series))
+        assert_net_frames_equal(backend.read_net("alps"), sorted_net(net))
+        assert backend.delete(self.window(cluster="alps")) == len(samples)
+        assert backend.delete_job_series("alps") == len(series)
+        assert_net_frames_equal(backend.read_net("alps"), sorted_net(net))
+        backend.write(samples)
+        backend.write_job_series(series)
+        assert backend.delete_net("alps") == len(net)
+        assert_frames_equal(backend.read(window), sort_samples(samples))
+        assert_app_frames_equal(backend.read_job_series("alps", 4242), sorted_app(series))

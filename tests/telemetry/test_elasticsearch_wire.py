@@ -430,8 +430,9 @@ class FakeElasticsearch:
                         values={str(float(p)): float(np.percentile(values, p)) for p in options["percents"]})
         if kind == "top_hits":
             (ts_name, ts_spec), = options["sort"][0].items()
-            assert ts_spec["order"] == "desc" and ts_spec["numeric_type"] == "date_nanos"
-            top = max(docs, key=lambda d: _ns(_value(d.source, ts_name)))
+            assert ts_spec["order"] in ("asc", "desc") and ts_spec["numeric_type"] == "date_nanos"
+            pick = max if ts_spec["order"] == "desc" else min
+            top = pick(docs, key=lambda d: _ns(_value(d.source, ts_name)))
             template = fixture("top_hits.json")["aggregations"]["top_tags"]["buckets"][0]["top_sales_hits"]
             hit = template["hits"]["hits"][0]
             return fill(template, hits=fill(template["hits"], total={"value": len(docs), "relation": "eq"}, hits=[
@@ -772,7 +773,8 @@ def test_delete_is_delete_by_query_on_the_own_indices_with_the_same_filters(fake
 def test_clear_resolves_the_index_names_then_deletes_them(fake, store):
     store.write(three_samples())
     assert store.clear(drop_template=True) == 2
-    (resolve,) = fake.sent("GET", "/_resolve/index/belvedere-telemetry-\\*,belvedere-telemetry_app\\*")
+    (resolve,) = fake.sent("GET", "/_resolve/index/belvedere-telemetry-\\*,belvedere-telemetry_app\\*,"
+                                  "belvedere-telemetry_net\\*")
     (delete,) = fake.sent("DELETE", "/belvedere-telemetry-2026.11.21,belvedere-telemetry-2026.11.22")
     assert fake.docs == {} and fake.templates == {}
     del resolve, delete

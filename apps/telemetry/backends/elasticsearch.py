@@ -55,6 +55,25 @@ Job series (application metrics)
     (name, ts-as-nanoseconds) paged with ``search_after``: that pair is unique within one job, so
     pages neither repeat nor skip a point.
 
+Network samples (NIC and switch-port counters)
+    Network samples (``base.NET_COLUMNS``) go to their own index, ``net_index`` (default
+    ``<index_prefix>_net``), one document per sample::
+
+        {"ts": "2026-11-21T10:00:00.000000000Z", "cluster": "alps", "host": "nid000001", "nic": "hsn0",
+         "field": "nic_tx_packets", "value": 123456789.0}
+
+    with its own composable template (that name only; ``ts`` date_nanos, ``cluster``/``host``/
+    ``nic``/``field`` keyword, ``value`` double, ``dynamic: strict``), kept out of
+    ``<index_prefix>-*`` like the job series. ``_id`` = BLAKE2b-128 hex of
+    ``cluster \x1f host \x1f nic \x1f field \x1f ts-in-ns`` (``net_document_id``): re-sending
+    replaces. ``read_net`` is a search sorted by (host, nic, field, ts-as-nanoseconds), unique within
+    a cluster, paged with ``search_after``; ``aggregate_net`` is a composite aggregation
+    (date_histogram with ``fixed_interval`` = step, then host, nic, field terms) with ``stats`` and
+    two ``top_hits`` of size 1 (ts ascending: ``first``, descending: ``last``) under each bucket;
+    ``delete_net`` is ``delete_by_query``. One index: a whole system at 1 Hz is some 65,000
+    documents a second, so a site keeping them long sets ``net_index`` to an ILM-managed alias
+    (retention by rollover) or deletes old samples with ``delete_net``.
+
 Reading a site's existing telemetry indices
     ``read_index_pattern`` (default ``<index_prefix>-*``; a comma-separated list is fine) names the
     indices to read, and ``field_map`` maps the canonical names to the site's document fields, for
@@ -96,9 +115,10 @@ import pandas as pd
 
 from .. import fields as dcgm_fields
 from .base import (
-    COLUMNS, DEFAULT_STATS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable, aggregate_frame,
-    app_frame_from_columns, app_names, app_window, canonical, canonical_app, check_stats, deduplicate,
-    deduplicate_app, empty_app_frame, empty_frame, latest_frame, sort_samples, step_seconds, utc_from_ns,
+    COLUMNS, DEFAULT_STATS, NET_AGGREGATE_COLUMNS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable,
+    aggregate_frame, app_frame_from_columns, app_names, app_window, canonical, canonical_app, canonical_net,
+    check_stats, deduplicate, deduplicate_app, deduplicate_net, empty_app_frame, empty_frame, empty_net_aggregate,
+    latest_frame, net_filter, net_frame_from_columns, net_window, sort_samples, step_seconds, utc_from_ns,
 )
 
 log = logging.getLogger(__name__)
@@ -127,6 +147,12 @@ def document_id(cluster: str, host: str, gpu: int, field: int, ts_ns: int) -> st
 def app_document_id(cluster: str, job_id: int, name: str, ts_ns: int) -> str:
     """The ``_id`` of a job-series point: the same (cluster, job_id, name, ts) always gives the same id."""
     key = "\x1f".join((str(cluster), str(int(job_id)), str(name), str(int(ts_ns))))
+    return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+
+
+def net_document_id(cluster: str, host: str, nic: str, field: str, ts_ns: int) -> str:
+    """The ``_id`` of a network sample: the same (cluster, host, nic, field, ts) always gives the same id."""
+    key = "\x1f".join((str(cluster), str(host), str(nic), str(field), str(int(ts_ns))))
     return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
 
 
@@ -216,9 +242,10 @@ class ElasticsearchBackend(TelemetryBackend):
                  max_retries: int = 5, initial_backoff: float = 1.0, max_backoff: float = 60.0,
                  bulk_chunk_size: int = 2000, refresh="wait_for", manage_template=True, template_priority: int = 200,
                  number_of_shards: int | None = None, number_of_replicas: int | None = None,
-                 percentiles_compression: float | None = None, app_index: str | None = None, **options):
+                 percentiles_compression: float | None = None, app_index: str | None = None,
+                 net_index: str | None = None, **options):
         super().__init__(index_prefix=index_prefix, read_index_pattern=read_index_pattern, field_map=field_map,
-                         app_index=app_index, **options)
+                         app_index=app_index, net_index=net_index, **options)
         if options:  # settings share one OPTIONS dict between backends (e.g. the embedded store's "path")
             log.debug("Elasticsearch telemetry store: ignoring option(s) %s", ", ".join(sorted(options)))
         parts = url if isinstance(url, (list, tuple)) else str(url or "").split(",")
@@ -230,19 +257,25 @@ class ElasticsearchBackend(TelemetryBackend):
         self.urls = urls
         self.url = ", ".join(_safe_url(u) for u in urls)
         self.options["url"] = self.url  # without credentials
-        for option, value in (("index_prefix", index_prefix), ("app_index", app_index)):
-            if (option == "index_prefix" or app_index) and not _valid_index_name(value):
+        for option, value in (("index_prefix", index_prefix), ("app_index", app_index), ("net_index", net_index)):
+            if (option == "index_prefix" or value) and not _valid_index_name(value):
                 raise TelemetryUnavailable(f"Elasticsearch {option} {value!r} is not a valid index name "
                                            "(lowercase, no spaces or \\/*?\"<>|,#:)")
         self.index_prefix = index_prefix
         self.app_index = app_index or f"{index_prefix}_app"
+        self.net_index = net_index or f"{index_prefix}_net"
         self.write_pattern = f"{index_prefix}-*"
         self.read_pattern = read_index_pattern or self.write_pattern
-        for pattern in {self.write_pattern, *(p.strip() for p in self.read_pattern.split(","))}:
-            if pattern and not pattern.startswith("-") and fnmatch.fnmatchcase(self.app_index, pattern):
-                raise TelemetryUnavailable(
-                    f"Elasticsearch app_index {self.app_index!r} falls under the sample indices {pattern}: sample "
-                    "reads and deletes would reach the job series; choose another app_index")
+        for option, index, what in (("app_index", self.app_index, "job series"),
+                                    ("net_index", self.net_index, "network samples")):
+            for pattern in {self.write_pattern, *(p.strip() for p in self.read_pattern.split(","))}:
+                if pattern and not pattern.startswith("-") and fnmatch.fnmatchcase(index, pattern):
+                    raise TelemetryUnavailable(
+                        f"Elasticsearch {option} {index!r} falls under the sample indices {pattern}: sample "
+                        f"reads and deletes would reach the {what}; choose another {option}")
+        if self.net_index == self.app_index:
+            raise TelemetryUnavailable(f"Elasticsearch net_index and app_index are both {self.net_index!r}; "
+                                       "network samples and job series need an index each")
         self.fields = dict(CANONICAL_FIELDS)
         if field_map:
             unknown = sorted(set(field_map) - set(COLUMNS))
@@ -270,6 +303,7 @@ class ElasticsearchBackend(TelemetryBackend):
         self.request_timeout = float(request_timeout)
         self._template_ready = False
         self._app_template_ready = False
+        self._net_template_ready = False
 
         from elasticsearch import Elasticsearch
 
@@ -398,6 +432,32 @@ class ElasticsearchBackend(TelemetryBackend):
             raise TelemetryUnavailable(f"{exc}; install it once as a user with manage_index_templates and set "
                                        "OPTIONS manage_template=False") from exc.__cause__
         self._app_template_ready = True
+
+    def net_template_body(self) -> dict:
+        """The composable template of the network-sample index (``net_index``, that name only)."""
+        properties = {"ts": {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"},
+                      "cluster": {"type": "keyword"}, "host": {"type": "keyword"}, "nic": {"type": "keyword"},
+                      "field": {"type": "keyword"}, "value": {"type": "double"}}
+        template = {"mappings": {"dynamic": "strict", "properties": properties}}
+        settings = self.template_body()["template"].get("settings")
+        if settings:
+            template["settings"] = settings
+        return {"index_patterns": [self.net_index], "priority": self.template_priority, "template": template,
+                "_meta": {"managed_by": "belvedere",
+                          "description": "network samples (NIC and switch-port counters), one document per "
+                                         "(cluster, host, nic, field, ts)"}}
+
+    def ensure_net_template(self) -> None:
+        """Install or update the network-sample index template, named like the index (idempotent)."""
+        try:
+            with self._errors("installing the network sample index template", f"_index_template/{self.net_index}"):
+                self.client.indices.put_index_template(name=self.net_index, **self.net_template_body())
+        except TelemetryUnavailable as exc:
+            if "HTTP 403" not in str(exc):
+                raise
+            raise TelemetryUnavailable(f"{exc}; install it once as a user with manage_index_templates and set "
+                                       "OPTIONS manage_template=False") from exc.__cause__
+        self._net_template_ready = True
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -808,29 +868,165 @@ class ElasticsearchBackend(TelemetryBackend):
                 allow_no_indices=True, wait_for_completion=True)
         return self._deleted(response.body, "deleting job series")
 
+    # -- network samples -----------------------------------------------------------------------
+
+    def _net_actions(self, batch: pd.DataFrame):
+        nanos = batch["ts"].astype("int64").to_numpy()
+        seconds = batch["ts"].dt.strftime("%Y-%m-%dT%H:%M:%S").to_numpy(object)
+        columns = (batch["cluster"].to_numpy(object), batch["host"].to_numpy(object), batch["nic"].to_numpy(object),
+                   batch["field"].to_numpy(object), batch["value"].to_numpy("float64"))
+        for cluster, host, nic, field, value, ns, second in zip(*columns, nanos, seconds):
+            yield {"_op_type": "index", "_index": self.net_index, "_id": net_document_id(cluster, host, nic, field, ns),
+                   "_source": {"ts": f"{second}.{int(ns) % NS:09d}Z", "cluster": cluster, "host": host, "nic": nic,
+                               "field": field, "value": float(value)}}
+
+    def write_net(self, frame: pd.DataFrame) -> int:
+        if frame is None or len(frame) == 0:
+            return 0
+        batch = deduplicate_net(canonical_net(frame))
+        if self.manage_template and not self._net_template_ready:
+            self.ensure_net_template()
+        return self._bulk(self._net_actions(batch), len(batch), "writing network samples (bulk)", self.net_index,
+                          "network samples")
+
+    def _net_query(self, cluster, hosts=None, nics=None, fields=None, start=None, end=None) -> dict | None:
+        """The bool filter of a network read; None when it can match nothing."""
+        lo, hi = net_window(start, end)
+        filters = [{"term": {"cluster": str(cluster)}}]
+        for column, values in (("host", net_filter(hosts, "hosts")), ("nic", net_filter(nics, "nics")),
+                               ("field", net_filter(fields, "fields"))):
+            if values is not None:
+                if not values:
+                    return None
+                filters.append({"terms": {column: list(values)}})
+        if lo is not None or hi is not None:
+            bounds = {"format": DATE_FORMAT}
+            if lo is not None:
+                bounds["gte"] = _iso(pd.Timestamp(lo, tz="UTC"))
+            if hi is not None:
+                bounds["lt"] = _iso(pd.Timestamp(hi, tz="UTC"))
+            filters.append({"range": {"ts": bounds}})
+        return {"bool": {"filter": filters}}
+
+    def read_net(self, cluster: str, hosts=None, nics=None, fields=None, start=None, end=None) -> pd.DataFrame:
+        query = self._net_query(cluster, hosts, nics, fields, start, end)
+        if query is None:
+            return net_frame_from_columns([], [], [], [], [], [])
+        # (host, nic, field, ts) is unique within a cluster: search_after pages without repeats or gaps
+        sort = [{"host": {"order": "asc"}}, {"nic": {"order": "asc"}}, {"field": {"order": "asc"}},
+                {"ts": {"order": "asc", "numeric_type": "date_nanos"}}]
+        rows = {name: [] for name in ("ts", "cluster", "host", "nic", "field", "value")}
+        with self._errors("reading network samples", self.net_index):
+            after = None
+            while True:
+                extra = {"search_after": after} if after is not None else {}
+                response = self._reader.search(
+                    index=self.net_index, query=query, size=self.page_size, sort=sort,
+                    source=["cluster", "host", "nic", "field", "value"], track_total_hits=False,
+                    ignore_unavailable=True, allow_partial_search_results=False, **extra)
+                body = response.body
+                self._check_shards(body, "reading network samples")
+                hits = (body.get("hits") or {}).get("hits") or []
+                for hit in hits:
+                    source = hit.get("_source") or {}
+                    rows["ts"].append(int(hit["sort"][3]))
+                    for column in ("cluster", "host", "nic", "field"):
+                        rows[column].append(source.get(column))
+                    rows["value"].append(_float(source.get("value")))
+                if len(hits) < self.page_size:
+                    break
+                after = hits[-1]["sort"]
+        return net_frame_from_columns(rows["ts"], rows["cluster"], rows["host"], rows["nic"], rows["field"],
+                                      rows["value"])
+
+    def aggregate_net(self, cluster: str, step, hosts=None, nics=None, fields=None, start=None,
+                      end=None) -> pd.DataFrame:
+        step = step_seconds(step)
+        query = self._net_query(cluster, hosts, nics, fields, start, end)
+        if query is None:
+            return empty_net_aggregate()
+        sources = [{"bucket": {"date_histogram": {"field": "ts", "fixed_interval": f"{step}s"}}},
+                   {"host": {"terms": {"field": "host"}}}, {"nic": {"terms": {"field": "nic"}}},
+                   {"field": {"terms": {"field": "field"}}}]
+        sub_aggs = {"stats": {"stats": {"field": "value"}}}
+        for name, order in (("first", "asc"), ("last", "desc")):
+            sub_aggs[name] = {"top_hits": {"size": 1, "sort": [{"ts": {"order": order, "numeric_type": "date_nanos"}}],
+                                           "_source": {"includes": ["value"]}}}
+        records = []
+        with self._errors("aggregating network samples", self.net_index):
+            for bucket in self._composite_on(self.net_index, query, sources, sub_aggs, min(self.agg_page_size, 500),
+                                             "aggregating network samples"):
+                key, numbers = bucket["key"], bucket.get("stats") or {}
+                ends = {}
+                for name in ("first", "last"):
+                    hits = ((bucket.get(name) or {}).get("hits") or {}).get("hits") or []
+                    ends[name] = _float((hits[0].get("_source") or {}).get("value")) if hits else float("nan")
+                records.append({"bucket": int(key["bucket"]), "cluster": str(cluster), "host": key["host"],
+                                "nic": key["nic"], "field": key["field"], "count": int(numbers.get("count") or 0),
+                                "first": ends["first"], "last": ends["last"], "min": _float(numbers.get("min")),
+                                "max": _float(numbers.get("max"))})
+        if not records:
+            return empty_net_aggregate()
+        out = pd.DataFrame.from_records(records)
+        out["bucket"] = utc_from_ns(out["bucket"].astype("int64").to_numpy() * 1_000_000)
+        for column in ("cluster", "host", "nic", "field"):
+            out[column] = out[column].astype(object)
+        out["count"] = out["count"].astype("int64")
+        return out[NET_AGGREGATE_COLUMNS]
+
+    def _composite_on(self, index: str, query: dict, sources: list, sub_aggs: dict, size: int, action: str):
+        """Every bucket of a composite aggregation on ``index``, page by page."""
+        after = None
+        while True:
+            composite = {"size": size, "sources": sources}
+            if after is not None:
+                composite["after"] = after
+            response = self._reader.search(
+                index=index, size=0, query=query, track_total_hits=False, ignore_unavailable=True,
+                allow_partial_search_results=False, aggs={"series": {"composite": composite, "aggs": sub_aggs}})
+            body = response.body
+            self._check_shards(body, action)
+            result = (body.get("aggregations") or {}).get("series") or {}
+            buckets = result.get("buckets") or []
+            yield from buckets
+            after = result.get("after_key")
+            if not buckets or after is None or len(buckets) < size:
+                return
+
+    def delete_net(self, cluster: str, hosts=None) -> int:
+        query = self._net_query(cluster, hosts)
+        if query is None:
+            return 0
+        with self._errors("deleting network samples", self.net_index):
+            response = self.client.delete_by_query(
+                index=self.net_index, query=query, conflicts="proceed", refresh=True, ignore_unavailable=True,
+                allow_no_indices=True, wait_for_completion=True)
+        return self._deleted(response.body, "deleting network samples")
+
     def check(self) -> str:
         with self._errors("checking the server (GET /)"):
             info = self.client.info().body
         version = (info.get("version") or {}).get("number", "?")
         return (f"{self.name} {self.url}: ok (Elasticsearch {version}, cluster {info.get('cluster_name', '?')}; "
-                f"reads {self.read_pattern}, writes {self.index_prefix}-YYYY.MM.DD, job series {self.app_index})")
+                f"reads {self.read_pattern}, writes {self.index_prefix}-YYYY.MM.DD, job series {self.app_index}, "
+                f"network samples {self.net_index})")
 
     def clear(self, drop_template: bool = False) -> int:
-        """Delete this store's own daily indices and its job-series index (tests, demo reset); returns
+        """Delete this store's own daily indices, its job-series and network-sample indices (tests, demo reset); returns
         how many. Resolves the names first, since Elasticsearch 8 refuses wildcard index deletion by
         default (the job-series name goes in as a pattern too, so a missing one is no error)."""
-        patterns = f"{self.write_pattern},{self.app_index}*"
+        patterns = f"{self.write_pattern},{self.app_index}*,{self.net_index}*"
         with self._errors("deleting the store's indices", patterns):
             resolved = self.client.indices.resolve_index(name=patterns, expand_wildcards="all").body
             owned = [index["name"] for index in resolved.get("indices") or []]
             names = sorted(name for name in owned
-                           if name == self.app_index or fnmatch.fnmatchcase(name, self.write_pattern))
+                           if name in (self.app_index, self.net_index) or fnmatch.fnmatchcase(name, self.write_pattern))
             for start in range(0, len(names), 50):
                 self.client.indices.delete(index=",".join(names[start:start + 50]), ignore_unavailable=True)
             if drop_template:
-                for template in (self.index_prefix, self.app_index):
+                for template in (self.index_prefix, self.app_index, self.net_index):
                     self.client.options(ignore_status=404).indices.delete_index_template(name=template)
-                self._template_ready = self._app_template_ready = False
+                self._template_ready = self._app_template_ready = self._net_template_ready = False
         return len(names)
 
     def close(self) -> None:
