@@ -2,8 +2,12 @@
 
 A batch is a JSON array of samples, ``{"samples": [...]}``, or NDJSON (one sample per line), each
 ``{"ts", "host", "gpu", "field", "value"}`` plus optional ``"cluster"`` and ``"uuid"``. ``field``
-is a DCGM id or name (current or legacy). Every bad row is reported with its index, its line (for
-NDJSON) and what is wrong; good rows are kept. Plain Python: no Django.
+is a DCGM id or name (current or legacy). A row with ``"nic"`` instead of ``"gpu"`` is a network
+sample, ``{"ts", "host", "nic": "hsn2", "field": "nic_retries", "value": 123}``: ``field`` is a
+canonical network field or a driver name of one (``netfields``), counters cumulative as the driver
+reports them; both kinds may be mixed in one batch and go to their own tables. Every bad row is
+reported with its index, its line (for NDJSON) and what is wrong; good rows are kept. Plain Python:
+no Django.
 """
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ from datetime import datetime, timedelta, timezone
 import pandas as pd
 
 from . import fields as registry
-from .backends.base import canonical, empty_frame
+from . import netfields
+from .backends.base import NET_COLUMNS, NET_NAME, canonical, empty_frame, empty_net_frame
 
 HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 MAX_GPU_INDEX = 63
@@ -48,10 +53,15 @@ class ParsedBatch:
     frame: pd.DataFrame
     errors: list[RowError] = field(default_factory=list)
     rows: int = 0
+    net: pd.DataFrame = field(default_factory=empty_net_frame)  # the network samples (NET_COLUMNS)
+
+    @property
+    def accepted(self) -> int:
+        return len(self.frame) + len(self.net)
 
     @property
     def rejected(self) -> int:
-        return self.rows - len(self.frame)
+        return self.rows - self.accepted
 
 
 @dataclass(frozen=True)
@@ -485,6 +495,8 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
     errors: list[RowError] = []
     index = -1
     rows = {"ts": [], "cluster": [], "host": [], "gpu": [], "uuid": [], "field": [], "value": []}
+    net_rows = {column: [] for column in NET_COLUMNS}
+    net_names: dict = {}  # field as sent -> canonical name, or the UnknownNetField it raised
     earliest, latest = now - max_age, now + max_ahead
 
     for index, (line, sample) in enumerate(samples):
@@ -498,7 +510,11 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
         if not isinstance(sample, dict):
             bad(None, f"a sample is a JSON object, not {type(sample).__name__}")
             continue
-        missing = [key for key in ("ts", "host", "gpu", "field", "value") if key not in sample]
+        is_net = "nic" in sample
+        if is_net and "gpu" in sample:
+            bad("nic", "a sample names either a gpu or a nic, not both")
+            continue
+        missing = [key for key in ("ts", "host", "nic" if is_net else "gpu", "field", "value") if key not in sample]
         if missing:
             bad(missing[0], f"missing {', '.join(missing)}")
             continue
@@ -520,6 +536,9 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
             continue
         if (elsewhere := scope.host_error(host)) is not None:
             bad("host", elsewhere)
+            continue
+        if is_net:
+            _net_row(sample, moment, host, net_rows, net_names, bad, scope, default_cluster)
             continue
         gpu = sample["gpu"]
         if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu <= MAX_GPU_INDEX:
@@ -558,7 +577,71 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
         rows["field"].append(dcgm_field.id)
         rows["value"].append(value)
     frame = canonical(pd.DataFrame(rows)) if rows["ts"] else empty_frame()
-    return ParsedBatch(frame, errors, index + 1)
+    return ParsedBatch(frame, errors, index + 1, _net_frame(net_rows))
+
+
+def _finite(value, bad) -> float | None:
+    """``value`` as a finite float, or None after reporting the row."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        bad("value", f"value must be a finite number, not {_preview(value)}")
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        bad("value", f"value {_preview(value)} is too large; a float64 goes up to about 1.8e308")
+        return None
+    if not math.isfinite(value):
+        bad("value", f"value must be a finite number, not {value}")
+        return None
+    return value
+
+
+def _net_row(sample: dict, moment: datetime, host: str, rows: dict, names: dict, bad, scope: Scope,
+             default_cluster: str) -> bool:
+    """Check the network part of a sample (nic, field, value, cluster) and keep it; False when refused."""
+    nic = sample["nic"]
+    if not isinstance(nic, str) or NET_NAME.fullmatch(nic) is None:
+        bad("nic", "nic must be an interface or port name such as hsn0 or j17 (letters, digits, '_', '.', ':', "
+                   "'/', '-'; at most 64)")
+        return False
+    given = sample["field"]
+    if not isinstance(given, str):
+        bad("field", f"a network field is a name such as nic_retries, not {_preview(given)}")
+        return False
+    name = names.get(given)
+    if name is None:
+        try:
+            name = netfields.canonical_net_name(given)
+        except netfields.UnknownNetField as exc:
+            name = exc
+        names[given] = name
+    if isinstance(name, Exception):
+        bad("field", str(name))
+        return False
+    value = _finite(sample["value"], bad)
+    if value is None:
+        return False
+    cluster = scope.cluster_for(sample.get("cluster") or default_cluster)
+    if not isinstance(cluster, str) or not cluster or len(cluster) > 64:
+        bad("cluster", "cluster must be given (in the sample or as ?cluster=) as a name of up to 64 characters")
+        return False
+    rows["ts"].append(moment)
+    rows["cluster"].append(cluster)
+    rows["host"].append(host)
+    rows["nic"].append(nic)
+    rows["field"].append(name)
+    rows["value"].append(value)
+    return True
+
+
+def _net_frame(rows: dict) -> pd.DataFrame:
+    """The kept network rows as a canonical frame (already checked row by row: no second validation)."""
+    if not rows["ts"]:
+        return empty_net_frame()
+    frame = pd.DataFrame({column: pd.Series(rows[column], dtype=object) for column in NET_COLUMNS[1:5]})
+    frame.insert(0, "ts", pd.DatetimeIndex(rows["ts"]).tz_convert("UTC").as_unit("ns"))
+    frame["value"] = pd.Series(rows["value"], dtype="float64")
+    return frame[NET_COLUMNS]
 
 
 def _preview(value) -> str:

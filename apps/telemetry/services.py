@@ -258,15 +258,21 @@ def ingest_scope(job) -> Scope:
 
 
 def ingest_samples(frame: pd.DataFrame, errors: list[dict], *, source: str, sender: str, nbytes: int, rows: int,
-                   created_by=None) -> IngestBatch:
-    """Store a batch of canonical samples, record it (:class:`IngestBatch`: who sent it, what was kept and
-    rejected, the first errors) and tell the jobs it reached (:func:`samples_arrived`). ``rows``: samples
-    read, kept or not. The store's TelemetryUnavailable propagates before anything is recorded."""
+                   created_by=None, net: pd.DataFrame | None = None) -> IngestBatch:
+    """Store a batch of canonical samples (and ``net``, its network samples, with ``write_net``), record it
+    (:class:`IngestBatch`: who sent it, what was kept and rejected, the first errors) and tell the jobs
+    it reached (:func:`samples_arrived`). ``rows``: samples read, kept or not. The store's
+    TelemetryUnavailable propagates before anything is recorded."""
+    net_rows = 0 if net is None else len(net)
     if len(frame):
         telemetry_store().write(frame)
+    if net_rows:
+        telemetry_store().write_net(net)
+    kept = [part for part in (frame, net) if part is not None and len(part)]
     batch = IngestBatch.objects.create(
-        sender=sender[:200], source=source, cluster=frame["cluster"].iloc[0] if len(frame) else "",
-        hosts=frame["host"].nunique() if len(frame) else 0, accepted=len(frame), rejected=rows - len(frame),
+        sender=sender[:200], source=source, cluster=kept[0]["cluster"].iloc[0] if kept else "",
+        hosts=len(set().union(*(set(part["host"]) for part in kept))) if kept else 0,
+        accepted=len(frame) + net_rows, rejected=rows - len(frame) - net_rows,
         bytes=nbytes, first_errors=list(errors[:10]), created_by=created_by)
     if len(frame):
         # The jobs this batch reached refresh their products within seconds (apps/core/live.py).

@@ -121,3 +121,36 @@ class TelemetryNodesResponse(serializers.Serializer):
 
     fields = TelemetryFieldName(many=True)
     nodes = TelemetryNode(many=True)
+
+
+class TelemetryDcgmField(serializers.Serializer):
+    """A DCGM field GPU samples may name (by id, name or legacy name)."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    legacy = serializers.CharField(allow_null=True, help_text="The name up to DCGM 4.5, when 4.6 renamed it.")
+    dmon = serializers.CharField(allow_null=True, help_text="The column tag dcgmi dmon prints.")
+    unit = serializers.CharField()
+    kind = serializers.CharField(help_text="gauge (a level or an interval average) or counter (use differences).")
+    group = serializers.CharField()
+    meaning = serializers.CharField()
+
+
+class TelemetryNetworkField(serializers.Serializer):
+    """A network field NIC (``scope`` nic) or switch-port (``scope`` port) samples may name, by its name or
+    one of its driver names; several driver names are summed into the field."""
+
+    name = serializers.CharField()
+    scope = serializers.CharField(help_text="nic (an hsnN interface of a node) or port (a switch port).")
+    unit = serializers.CharField()
+    kind = serializers.CharField(help_text="counter: cumulative as reported (rates from differences); gauge: as-is.")
+    meaning = serializers.CharField()
+    driver_names = serializers.ListField(child=serializers.CharField())
+    source = serializers.CharField(help_text="Where the driver names are read.")
+
+
+class TelemetryFieldsResponse(serializers.Serializer):
+    """The field registries: DCGM fields for GPU samples, network fields for NIC and switch-port samples."""
+
+    dcgm = TelemetryDcgmField(many=True)
+    network = TelemetryNetworkField(many=True)

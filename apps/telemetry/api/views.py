@@ -88,17 +88,20 @@ def _sender(request) -> str:
     return f"job {job.cluster.name}/{job.job_id}" if job is not None else request.user.get_username()
 
 
-def _store_and_record(request, frame, errors, *, source, nbytes, rows):
-    """Hand the batch to :func:`ingest_samples` and answer with what was kept; a batch with no good sample is a 400."""
+def _store_and_record(request, frame, errors, *, source, nbytes, rows, net=None):
+    """Hand the batch to :func:`ingest_samples` and answer with what was kept; a batch with no good sample is a 400.
+    ``net``: the batch's network samples (NIC rows), stored beside the GPU samples."""
     job = token_job(request)
     try:
         batch = ingest_samples(frame, errors, source=source, sender=_sender(request), nbytes=nbytes, rows=rows,
-                               created_by=request.user if getattr(request.user, "is_authenticated", False) and job is None else None)
+                               created_by=request.user if getattr(request.user, "is_authenticated", False) and job is None else None,
+                               net=net)
     except TelemetryUnavailable as exc:
         raise InputError(str(exc), status_code=503) from exc
-    body = {"accepted": len(frame), "rejected": rows - len(frame), "batch": batch.pk,
+    kept = len(frame) + (0 if net is None else len(net))
+    body = {"accepted": kept, "rejected": rows - kept, "batch": batch.pk,
             "errors": errors[:ingest.MAX_REPORTED_ERRORS], "errors_truncated": len(errors) > ingest.MAX_REPORTED_ERRORS}
-    if rows and not len(frame):
+    if rows and not kept:
         detail = f"none of the {rows} samples was accepted; first problem: {errors[0]['message']}" if errors else "no samples"
         raise InputError(detail, [ErrorItem(message=e["message"], field=e.get("field"), line=e.get("line")) for e in errors[:20]])
     return Response(body, status=status.HTTP_200_OK)
@@ -171,7 +174,10 @@ class SeriesParams(serializers.Serializer):
 class SampleIngestView(APIView):
     """Post samples: a JSON array, ``{"samples": [...]}`` or NDJSON, optionally gzip-compressed, of
     ``{"ts", "host", "gpu", "field", "value"}`` (+ ``cluster``, ``uuid``). ``field`` is a DCGM id or
-    name. Good rows are stored (re-sending is harmless), bad rows are reported by row and line."""
+    name. A row with ``nic`` (``hsn0``..) instead of ``gpu`` is a network sample whose ``field`` is a
+    network field or its driver name (GET telemetry/fields/), counters cumulative as reported; both
+    kinds may be mixed. Good rows are stored (re-sending is harmless), bad rows are reported by row
+    and line."""
 
     authentication_classes = TELEMETRY_AUTHENTICATION
     permission_classes = [CanPostTelemetry]
@@ -190,7 +196,7 @@ class SampleIngestView(APIView):
             parsed = ingest.parse_batch(samples, now=timezone.now(), default_cluster=params.get("cluster", ""),
                                         scope=ingest_scope(token_job(request)))
         return _store_and_record(request, parsed.frame, [e.as_dict() for e in parsed.errors], source="samples",
-                                 nbytes=len(body), rows=parsed.rows)
+                                 nbytes=len(body), rows=parsed.rows, net=parsed.net)
 
 
 class SeriesView(APIView):
