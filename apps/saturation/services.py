@@ -281,7 +281,7 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
                         "p90": _number(g.p90), "time_high": _number(g.time_high), "clock_factor": _number(g.clock_factor),
                         "throttled": _number(g.throttled), "label": g.labels[0] if g.labels else ""})
     clock.lap("per-GPU table")
-    stragglers = stragglers_of(cube, per_gpu)
+    stragglers = stragglers_of(cube, per_gpu, job_nic_evidence(job, start, end, state.step_s))
     clock.lap("stragglers")
     for item in stragglers:
         if item["level"] == "gpu":
@@ -584,11 +584,33 @@ def prune_states(*, ended_before, stale_before) -> list[str]:
     return removed
 
 
-def stragglers_of(cube: SaturationCube, per_gpu: list[dict]) -> list[dict]:
-    """Straggler findings on the product's binned signals, peers chosen by the job's layout."""
+NIC_EVIDENCE_MIN_STEP = 60  # seconds: NIC counters are read in buckets at least this wide (rates need two samples)
+
+
+def job_nic_evidence(job, start, end, step_s: float) -> dict[str, list[dict]]:
+    """host -> the job's NIC outliers on it (``apps.telemetry.nic_analysis``) over [start, end), read from the
+    store's network samples; empty when the store keeps none for the job (or no network table at all)."""
+    from apps.telemetry.backends.base import TelemetryUnavailable
+    from apps.telemetry.nic_analysis import LINK_UP, NIC_COUNTERS, nic_outliers, nic_rates, outliers_by_host
+
+    hosts = list(job.node_list or [])
+    if not hosts or start is None or end is None:
+        return {}
+    step = max(NIC_EVIDENCE_MIN_STEP, int(math.ceil(step_s or 0)))
+    try:
+        frame = telemetry_store().aggregate_net(job.cluster.name, step, hosts=hosts, fields=[*NIC_COUNTERS, LINK_UP],
+                                                start=start, end=end)
+    except TelemetryUnavailable:
+        return {}
+    return outliers_by_host(nic_outliers(nic_rates(frame, step)))
+
+
+def stragglers_of(cube: SaturationCube, per_gpu: list[dict], nic_evidence: dict | None = None) -> list[dict]:
+    """Straggler findings on the product's binned signals, peers chosen by the job's layout; ``nic_evidence``
+    (host -> NIC outliers) names the NIC behind a lagging node and adds the NICs that stand out on their own."""
     gpus = pd.DataFrame(per_gpu, columns=["host", "gpu", "rank", "pp", "tp", "dp", "nic", "switch", "group"])
     signals = {name: cube.values[name] for name in ("S", "busy", "sm_clock", "power", "temperature") if name in cube.values}
     context = {name: cube.values[name] for name in ("power_capped", "thermal") if name in cube.values}
     found = find_stragglers(signals, gpus, interval_s=cube.bin_seconds, times=cube.bin_starts, steady=cube.steady_columns(),
-                            context=context)
+                            context=context, nic_evidence=nic_evidence)
     return [item.as_dict() for item in found]

@@ -21,6 +21,12 @@ network, not one GPU) → switch and group (several lagging nodes behind the sam
 suspect the fabric), each with a one-line reason such as "rank 388, nid001234 GPU 2: SM clock 28 %
 below its peers for 41 min, power-limited".
 
+Network evidence (``nic_evidence``: host → the NIC outliers of ``apps.telemetry.nic_analysis`` as dicts) names
+the NIC: a lagging node whose NIC retries a third of its packets gets "network: hsn2 on nid000473: 31 % of
+packets retried, its peers < 1 %" as its cause instead of a guess at its links; a GPU the NIC beside it (GPU k,
+hsn k) lets down, the same. A NIC outlier on a node whose GPUs keep pace is a finding of its own (level
+``nic``): the job does not wait for it yet, but the user should know. Healthy NICs add nothing.
+
 Plain Python: numpy and pandas, no Django.
 """
 from __future__ import annotations
@@ -59,7 +65,8 @@ SIGNALS = (
     Signal("temperature", "temperature", "temperature", +1, False, 5.0, "°C", scale_floor=0.25),
 )
 SIGNAL_BY_NAME = {signal.name: signal for signal in SIGNALS}
-LEVEL_ORDER = {"group": 0, "switch": 1, "node": 2, "gpu": 3}
+LEVEL_ORDER = {"group": 0, "switch": 1, "node": 2, "gpu": 3, "nic": 4}
+NIC_SIGNALS = {"retries": "nic_retries", "link": "nic_link_down", "throughput": "nic_throughput"}
 
 
 @dataclass
@@ -83,6 +90,7 @@ class Straggler:
     ranks: list = field(default_factory=list)
     hosts: list = field(default_factory=list)
     also: list = field(default_factory=list)  # other signals that lag on the same GPU
+    network: list = field(default_factory=list)  # NIC outliers of the host (nic_analysis.NicOutlier dicts)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -170,13 +178,23 @@ def persistent(flags: np.ndarray, m: int = PERSIST_M, n: int = PERSIST_N) -> np.
 def find_stragglers(signals: dict[str, np.ndarray], gpus: pd.DataFrame, *, interval_s: float,
                     times: np.ndarray | None = None, steady: np.ndarray | None = None,
                     context: dict[str, np.ndarray] | None = None, min_duration_s: float = MIN_DURATION_S,
-                    threshold: float = Z_THRESHOLD) -> list[Straggler]:
+                    threshold: float = Z_THRESHOLD, nic_evidence: dict[str, list[dict]] | None = None) -> list[Straggler]:
     """Stragglers among the job's GPUs.
 
     ``signals``: metric name (``SIGNALS[].metric``) → (gpus, intervals) values; missing ones are skipped.
     ``gpus``: one row per GPU with host, gpu and, when known, rank, pp, tp, dp, nic, switch, group.
     ``steady``: boolean per interval (the steady state); ``context``: ``power_capped`` and ``thermal``
-    shares per GPU and interval, for the cause."""
+    shares per GPU and interval, for the cause. ``nic_evidence``: host → its NIC outliers (dicts with at
+    least host, nic, kinds, reason), from ``apps.telemetry.nic_analysis``."""
+    nic_evidence = {str(host): list(items) for host, items in (nic_evidence or {}).items() if items}
+    found = _gpu_stragglers(signals, gpus, interval_s=interval_s, times=times, steady=steady, context=context,
+                            min_duration_s=min_duration_s, threshold=threshold, nic_evidence=nic_evidence)
+    if nic_evidence:
+        found = _with_network(found, gpus, nic_evidence)
+    return found
+
+
+def _gpu_stragglers(signals, gpus, *, interval_s, times, steady, context, min_duration_s, threshold, nic_evidence):
     count = len(gpus)
     if count < MIN_PEERS:
         return []
@@ -218,8 +236,9 @@ def find_stragglers(signals: dict[str, np.ndarray], gpus: pd.DataFrame, *, inter
     if not found:
         return []
     context = context or {}
-    items = [_gpu_finding(row, candidates, gpus, times, interval_s, context, peers) for row, candidates in found.items()]
-    return _localise(items, gpus)
+    items = [_gpu_finding(row, candidates, gpus, times, interval_s, context, peers, nic_evidence)
+             for row, candidates in found.items()]
+    return _localise(items, gpus, nic_evidence)
 
 
 def _stamp(times, column) -> str | None:
@@ -243,7 +262,7 @@ def _cause(context: dict, row: int, columns: np.ndarray, signal: Signal) -> str:
     return ", ".join(parts)
 
 
-def _gpu_finding(row, candidates, gpus, times, interval_s, context, peers) -> Straggler:
+def _gpu_finding(row, candidates, gpus, times, interval_s, context, peers, nic_evidence=None) -> Straggler:
     primary = max(candidates, key=lambda c: abs(c["z"]) * c["duration_s"])
     signal = primary["signal"]
     record = gpus.iloc[row]
@@ -251,6 +270,10 @@ def _gpu_finding(row, candidates, gpus, times, interval_s, context, peers) -> St
     columns = primary["columns"]
     cause = _cause(context, row, columns, signal)
     host, gpu = str(record["host"]), int(record["gpu"])
+    beside = _text(record.get("nic"))
+    network = [item for item in (nic_evidence or {}).get(host, []) if beside is None or item.get("nic") == beside]
+    if network:
+        cause = ", ".join(part for part in (cause, _network_cause(network)) if part)
     who = (f"rank {rank}, " if rank is not None else "") + f"{host} GPU {gpu}"
     reason = f"{who}: {describe(signal, primary['deviation'], 'its')} for {duration_words(primary['duration_s'])}"
     return Straggler(level="gpu", host=host, gpu=gpu, rank=rank, signal=signal.name, z=round(primary["z"], 2),
@@ -260,7 +283,7 @@ def _gpu_finding(row, candidates, gpus, times, interval_s, context, peers) -> St
                      reason=reason + (f", {cause}" if cause else ""), cause=cause, peers=peers,
                      nic=_text(record.get("nic")), switch=_text(record.get("switch")), group=_int(record.get("group")),
                      ranks=[rank] if rank is not None else [], hosts=[host],
-                     also=[c["signal"].name for c in candidates if c is not primary])
+                     also=[c["signal"].name for c in candidates if c is not primary], network=network)
 
 
 def describe(signal: Signal, deviation: float, whose: str) -> str:
@@ -301,7 +324,50 @@ def _span(ranks: list[int]) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
 
 
-def _localise(items: list[Straggler], gpus: pd.DataFrame) -> list[Straggler]:
+def _network_cause(network: list[dict]) -> str:
+    """"network: hsn2 on nid000473: 31 % of packets retried, its peers < 1 %" (each NIC outlier of the node)."""
+    return "network: " + "; ".join(str(item.get("reason") or f"{item.get('nic')} on {item.get('host')}") for item in network)
+
+
+def _with_network(found: list[Straggler], gpus: pd.DataFrame, nic_evidence: dict[str, list[dict]]) -> list[Straggler]:
+    """A finding of level ``nic`` for every NIC outlier no GPU or node finding already names."""
+    named = {(item.host, entry.get("nic")) for item in found for entry in item.network}
+    lagging = {host for item in found for host in item.hosts}
+    places = gpus.set_index("host") if len(gpus) and "host" in gpus else None
+    out = list(found)
+    for host, entries in sorted(nic_evidence.items()):
+        for entry in entries:
+            nic = entry.get("nic")
+            if (host, nic) in named:
+                continue
+            kinds = list(entry.get("kinds") or ["retries"])
+            keeps_pace = host not in lagging and places is not None and host in places.index
+            reason = str(entry.get("reason") or f"{nic} on {host}")
+            if keeps_pace:
+                reason += "; the node's GPUs keep pace with their peers so far"
+            switch = group = None
+            if places is not None and host in places.index:
+                rows = places.loc[[host]]
+                if "nic" in rows and "switch" in rows:
+                    match = rows[rows["nic"] == nic]
+                    switch = _text(match["switch"].iloc[0]) if len(match) else None
+                if "group" in rows and rows["group"].notna().any():
+                    group = _int(rows["group"].dropna().iloc[0])
+            fraction = entry.get("retry_fraction")
+            ratio = entry.get("traffic_ratio")
+            deviation = float(fraction) if kinds[0] == "retries" and fraction is not None else (
+                float(ratio) - 1 if kinds[0] == "throughput" and ratio is not None else float(entry.get("link_down") or 0))
+            z = entry.get("z")
+            out.append(Straggler(level="nic", host=host, gpu=None, rank=None, signal=NIC_SIGNALS.get(kinds[0], "nic_retries"),
+                                 z=round(float(z), 2) if z is not None else 0.0, deviation=round(deviation, 4),
+                                 duration_s=float((entry.get("counters") or {}).get("seconds") or 0.0), start=None, end=None,
+                                 reason=reason, cause="network", peers=f"the job's other {entry.get('peers', 0)} NICs",
+                                 nic=nic, switch=switch, group=group, hosts=[host], network=[entry]))
+    out.sort(key=lambda s: (LEVEL_ORDER[s.level], -abs(s.z) * s.duration_s))
+    return out
+
+
+def _localise(items: list[Straggler], gpus: pd.DataFrame, nic_evidence: dict | None = None) -> list[Straggler]:
     """Merge GPUs of one node that all lag into a node finding; add switch and group findings where
     several lagging nodes share the hardware."""
     gpus_per_host = gpus.groupby("host", sort=False)["gpu"].count().to_dict()
@@ -311,7 +377,7 @@ def _localise(items: list[Straggler], gpus: pd.DataFrame) -> list[Straggler]:
     out: list[Straggler] = []
     for host, members in by_host.items():
         if len(members) >= 2 and len(members) == gpus_per_host.get(host, 0):
-            out.append(_node_finding(host, members, gpus))
+            out.append(_node_finding(host, members, gpus, (nic_evidence or {}).get(host, [])))
         else:
             out.extend(members)
     lagging = list(out)
@@ -332,7 +398,7 @@ def _leading_signal(members: list[Straggler]) -> Signal:
     return SIGNAL_BY_NAME[name]
 
 
-def _node_finding(host: str, members: list[Straggler], gpus: pd.DataFrame) -> Straggler:
+def _node_finding(host: str, members: list[Straggler], gpus: pd.DataFrame, network: list[dict] = ()) -> Straggler:
     signal = _leading_signal(members)
     alike = [m for m in members if m.signal == signal.name]
     deviation = float(np.median([m.deviation for m in alike]))
@@ -344,7 +410,12 @@ def _node_finding(host: str, members: list[Straggler], gpus: pd.DataFrame) -> St
     nics = sorted({str(n) for n in rows["nic"].dropna()}) if "nic" in rows else []
     switches = sorted({str(s) for s in rows["switch"].dropna()}) if "switch" in rows else []
     group = _int(rows["group"].dropna().iloc[0]) if "group" in rows and rows["group"].notna().any() else None
-    if causes:
+    network = list(network)
+    causes = {c.split("network: ")[0].rstrip(", ") for c in causes} - {""}  # the GPUs' own; the node's NICs follow
+    if network:
+        cause = ", ".join([*sorted(causes), _network_cause(network)])
+        nics = sorted({str(item.get("nic")) for item in network})
+    elif causes:
         cause = ", ".join(sorted(causes))
     else:
         where = ""
@@ -359,7 +430,8 @@ def _node_finding(host: str, members: list[Straggler], gpus: pd.DataFrame) -> St
                      deviation=round(deviation, 4), duration_s=duration, start=min(starts) if starts else None,
                      end=max(ends) if ends else None, reason=reason, cause=cause, peers=members[0].peers,
                      nic=_nic_span(nics) if nics else None, switch=", ".join(switches) or None, group=group, ranks=ranks,
-                     hosts=[host], also=sorted({s for m in members for s in [m.signal, *m.also]} - {signal.name}))
+                     hosts=[host], also=sorted({s for m in members for s in [m.signal, *m.also]} - {signal.name}),
+                     network=network)
 
 
 def _nic_span(nics: list[str]) -> str:
