@@ -16,7 +16,15 @@ else GPM. The samples go in gzip'ed NDJSON batches to
     Content-Type: application/x-ndjson
     Content-Encoding: gzip
 
-or, with --output FILE, into a local NDJSON file (FILE.gz: gzip'ed), or with --dry-run onto stdout.
+Beside the GPUs it reads the node's Slingshot NICs (HPE Cassini, --nics auto|on|off): the CXI
+driver's telemetry items /sys/class/cxi/cxiN/device/telemetry/<item> (text "<value>@<s>.<ns>"),
+the retry handler's statistics /var/run/cxi/cxiN/<stat>, the link state
+/sys/class/cxi/cxiN/device/port/link and the hsnN netdev's byte counters, and sends rows
+{"ts", "host", "nic": "hsnN", "field": "nic_tx_packets", "value"} with the portal's network field
+names (apps/telemetry/netfields.py), counters cumulative as the driver reports them. cxiN is mapped
+to its interface through the PCI device (/sys/class/cxi/cxiN/device/net/<iface>).
+
+Or, with --output FILE, into a local NDJSON file (FILE.gz: gzip'ed), or with --dry-run onto stdout.
 
 Wrapper mode, the usual way to run it (every task of the step runs it; only local rank 0 of each
 node monitors, every task runs the command and exits with its exit status):
@@ -828,11 +836,185 @@ class AutoSource:
 
 
 # --------------------------------------------------------------------------------------------
+# Slingshot NICs (HPE Cassini): the CXI driver's sysfs telemetry, the retry handler's statistics.
+# The field table is embedded (the agent runs without the portal's code) and checked against the
+# portal's registry, apps/telemetry/netfields.py, by tests/telemetry/collector/test_cassini.py.
+# --------------------------------------------------------------------------------------------
+NicSample = collections.namedtuple("NicSample", "ts nic field value")
+TRAFFIC_CLASSES = range(8)
+# canonical field -> telemetry items under /sys/class/cxi/cxiN/device/telemetry/ (several: their sum)
+CXI_TELEMETRY_FIELDS = {
+    "nic_tx_packets": tuple(f"hni_pkts_sent_by_tc_{tc}" for tc in TRAFFIC_CLASSES),
+    "nic_rx_packets": tuple(f"hni_pkts_recv_by_tc_{tc}" for tc in TRAFFIC_CLASSES),
+    "nic_retries": ("pct_retry_srb_requests",),
+    "nic_nacks_no_target_conn": ("pct_no_tct_nacks",),
+    "nic_tx_paused": tuple(f"hni_tx_paused_{tc}" for tc in TRAFFIC_CLASSES),
+    "nic_rx_paused": tuple(f"hni_rx_paused_{tc}" for tc in TRAFFIC_CLASSES),
+    "nic_llr_replays": ("hni_llr_tx_replay_event",),
+    "nic_uncorrected_codewords": ("hni_pcs_uncorrected_cw",),
+}
+# canonical field -> retry handler statistic under /var/run/cxi/cxiN/
+CXI_RETRY_HANDLER_FIELDS = {"nic_nacks": "nacks", "nic_spt_timeouts": "spt_timeouts"}
+# canonical field -> the interface's netdev statistic under /sys/class/net/hsnN/statistics/
+NETDEV_FIELDS = {"nic_tx_bytes": "tx_bytes", "nic_rx_bytes": "rx_bytes"}
+CXI_SYSFS, CXI_RETRY_HANDLER, NET_SYSFS = "/sys/class/cxi", "/var/run/cxi", "/sys/class/net"
+CXI_DEVICE = re.compile(r"^cxi(\d+)$")
+
+
+def read_text(path: str):
+    """A small sysfs or run file's text, or None when it cannot be read."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read(4096)
+    except OSError:
+        return None
+
+
+def telemetry_value(text):
+    """The counter of a CXI telemetry file: "<value>@<seconds>.<nanoseconds>\n" -> value (int); None if unreadable."""
+    if text is None:
+        return None
+    head = text.strip().split("@", 1)[0].strip()
+    return int(head) if head.isdigit() else None
+
+
+def plain_value(text):
+    """The integer in a retry-handler or netdev statistics file; None if unreadable."""
+    if text is None:
+        return None
+    head = text.strip()
+    return int(head) if head.lstrip("-").isdigit() else None
+
+
+class CassiniSource:
+    """The node's Cassini NICs: every cxiN under ``cxi_root``, named by its hsnN interface."""
+
+    def __init__(self, cxi_root: str = CXI_SYSFS, rh_root: str = CXI_RETRY_HANDLER, net_root: str = NET_SYSFS,
+                 clock=time.time):
+        self.cxi_root, self.rh_root, self.net_root = cxi_root, rh_root, net_root
+        self.clock = clock
+        self.devices = []  # (cxiN, interface)
+        self.link_up = {}  # device -> last link state seen (True/False)
+        self.link_downs = {}  # device -> up->down transitions seen
+        self.missing = set()  # (device, what) already said once
+
+    def describe(self) -> str:
+        return f"{len(self.devices)} Slingshot NIC(s) ({', '.join(i for _, i in self.devices)})"
+
+    def open(self):
+        try:
+            names = os.listdir(self.cxi_root)
+        except OSError as error:
+            raise SourceUnavailable(f"no Slingshot NICs: {self.cxi_root}: {error.strerror or error}") from None
+        devices = sorted((int(m.group(1)), name) for name in names if (m := CXI_DEVICE.match(name)))
+        if not devices:
+            raise SourceUnavailable(f"no Slingshot NICs: {self.cxi_root} has no cxi* device")
+        self.devices = [(name, self.interface(name, number)) for number, name in devices]
+        for name, _ in self.devices:
+            self.link_downs.setdefault(name, 0)
+
+    def interface(self, device: str, number: int) -> str:
+        """cxiN's network interface: the PCI device's net/ entry, else the netdev whose device lists cxiN,
+        else hsnN by number (said once)."""
+        try:
+            found = sorted(os.listdir(os.path.join(self.cxi_root, device, "device", "net")))
+        except OSError:
+            found = []
+        if found:
+            return found[0]
+        try:
+            for iface in sorted(os.listdir(self.net_root)):
+                if os.path.exists(os.path.join(self.net_root, iface, "device", "cxi", device)):
+                    return iface
+        except OSError:
+            pass
+        say(f"{device}: no network interface found under {self.cxi_root}/{device}/device/net; calling it hsn{number}")
+        return f"hsn{number}"
+
+    def _note(self, device, what, message):
+        if (device, what) not in self.missing:
+            self.missing.add((device, what))
+            say(f"{device}: {message}")
+
+    def read(self) -> list:
+        out = []
+        for device, iface in self.devices:
+            ts = iso(self.clock())
+            telemetry = os.path.join(self.cxi_root, device, "device", "telemetry")
+            for field, items in CXI_TELEMETRY_FIELDS.items():
+                values = [telemetry_value(read_text(os.path.join(telemetry, item))) for item in items]
+                if None in values:
+                    self._note(device, field, f"{field} left out: telemetry item(s) "
+                               f"{', '.join(i for i, v in zip(items, values) if v is None)} not readable in {telemetry}")
+                    continue
+                out.append(NicSample(ts, iface, field, sum(values)))
+            for field, stat in CXI_RETRY_HANDLER_FIELDS.items():
+                value = plain_value(read_text(os.path.join(self.rh_root, device, stat)))
+                if value is None:
+                    self._note(device, field, f"{field} left out: {self.rh_root}/{device}/{stat} not readable "
+                               "(is the retry handler cxi_rh running?)")
+                    continue
+                out.append(NicSample(ts, iface, field, value))
+            for field, stat in NETDEV_FIELDS.items():
+                value = plain_value(read_text(os.path.join(self.net_root, iface, "statistics", stat)))
+                if value is not None:
+                    out.append(NicSample(ts, iface, field, value))
+            state = read_text(os.path.join(self.cxi_root, device, "device", "port", "link"))
+            if state is not None and state.strip():
+                up = state.strip().lower().startswith("up")
+                if self.link_up.get(device) is True and not up:
+                    self.link_downs[device] += 1
+                self.link_up[device] = up
+                out.append(NicSample(ts, iface, "nic_link_up", 1 if up else 0))
+                out.append(NicSample(ts, iface, "nic_link_down", self.link_downs[device]))
+        return out
+
+    def close(self):
+        pass
+
+
+class CombinedSource:
+    """The GPU source and the NIC source read together; a node without Cassini NICs goes on with its GPUs."""
+
+    def __init__(self, gpus, nics, required: bool = False):
+        self.gpus, self.nics, self.required = gpus, nics, required
+
+    def open(self):
+        self.gpus.open()
+        try:
+            self.nics.open()
+        except SourceUnavailable as error:
+            if self.required:
+                raise
+            say(f"{error}; sampling the GPUs only")
+            self.nics = None
+
+    def read(self) -> list:
+        return self.gpus.read() + (self.nics.read() if self.nics is not None else [])
+
+    def close(self):
+        try:
+            self.gpus.close()
+        finally:
+            if self.nics is not None:
+                self.nics.close()
+
+    def describe(self) -> str:
+        return self.gpus.describe() + (f" and {self.nics.describe()}" if self.nics is not None else "")
+
+
+# --------------------------------------------------------------------------------------------
 # Sinks: put(samples) never blocks on the network; close() flushes within a bounded time.
 # --------------------------------------------------------------------------------------------
+def _row(sample, host: str) -> dict:
+    if isinstance(sample, NicSample):
+        return {"ts": sample.ts, "host": host, "nic": sample.nic, "field": sample.field, "value": sample.value}
+    ts, gpu, uuid, field, value = sample
+    return {"ts": ts, "host": host, "gpu": gpu, "uuid": uuid, "field": field, "value": value}
+
+
 def ndjson(samples, host: str) -> bytes:
-    lines = [json.dumps({"ts": ts, "host": host, "gpu": gpu, "uuid": uuid, "field": field, "value": value},
-                        separators=(",", ":")) for ts, gpu, uuid, field, value in samples]
+    lines = [json.dumps(_row(sample, host), separators=(",", ":")) for sample in samples]
     return ("\n".join(lines) + "\n").encode() if lines else b""
 
 
@@ -1237,6 +1419,15 @@ def build_parser() -> Parser:
                         help="timeout of one request (default 10)")
     parser.add_argument("--flush-timeout", type=positive_value, default=10.0, metavar="SECONDS",
                         help="at the end, wait at most this long for the last samples to be sent (default 10)")
+    parser.add_argument("--nics", choices=("auto", "on", "off"), default="auto",
+                        help="Slingshot NIC counters: auto (default): when the node has cxi devices; on: fail "
+                        "without them; off: never")
+    parser.add_argument("--cxi-sysfs", default=CXI_SYSFS, metavar="DIR",
+                        help=f"the CXI driver's class directory (default {CXI_SYSFS})")
+    parser.add_argument("--cxi-retry-handler", default=CXI_RETRY_HANDLER, metavar="DIR",
+                        help=f"the retry handler's statistics (default {CXI_RETRY_HANDLER})")
+    parser.add_argument("--net-sysfs", default=NET_SYSFS, metavar="DIR",
+                        help=f"the network class directory (default {NET_SYSFS})")
     parser.add_argument("--strict", action="store_true", help="standalone: exit 1 when monitoring fails "
                         "(default 0; wrapper mode always exits with the command's status)")
     return parser
@@ -1348,12 +1539,18 @@ def make_source(options, env: dict, host: str, adapters=None):
         return GpmSource(options.fields, options.interval, selection, adapter=adapters.get("nvml"))
 
     if options.source == "none":
-        return NoneSource()
-    if options.source == "dcgm":
-        return dcgm()
-    if options.source == "gpm":
-        return gpm()
-    return AutoSource(dcgm, gpm)
+        gpus = NoneSource()
+    elif options.source == "dcgm":
+        gpus = dcgm()
+    elif options.source == "gpm":
+        gpus = gpm()
+    else:
+        gpus = AutoSource(dcgm, gpm)
+    nics = getattr(options, "nics", "off")
+    if nics == "off" or (nics == "auto" and not os.path.isdir(options.cxi_sysfs)):
+        return gpus
+    return CombinedSource(gpus, CassiniSource(options.cxi_sysfs, options.cxi_retry_handler, options.net_sysfs),
+                          required=nics == "on")
 
 
 def build_monitor(options, env: dict, stop: threading.Event, adapters=None) -> Monitor:
