@@ -7,6 +7,7 @@ class SystemConfig(AppConfig):
     verbose_name = "System"
 
     def ready(self):
-        from . import panel
+        from . import colourings, panel
 
         panel.register()  # the job in context, on the job page
+        colourings.register()  # the topology page's "network load" (switches and global links)

@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from django.conf import settings
 
-from apps.core.demo import DemoContext, demo_part
+from apps.core.demo import DemoContext, demo_feeder, demo_part
 
 DEMO_CLUSTER = "alps"
 WASTEFUL_ID, NEIGHBOUR_ID = 1_290_001, 1_290_002
@@ -197,3 +197,108 @@ def build(context: DemoContext) -> dict:
     context.shared["system_neighbour_job"] = (DEMO_CLUSTER, NEIGHBOUR_ID)
     return {"jobs": len(jobs), "samples": samples, "wasteful_group": group,
             "neighbour_groups": sorted(set(Node.objects.filter(hostname__in=neighbour.node_list).values_list("group__number", flat=True)))}
+
+
+# --- switch port counters: a busy global link between the Megatron run's groups ----------------------------------
+
+FABRIC_STEP = 60  # seconds between fabric-manager exports
+FABRIC_BUILD_MINUTES = 15  # counters written at build time, so the pages have "now" at once
+BUSY_FRACTIONS = (0.83, 0.61)  # the busy pair: its links' share in each direction
+
+
+def _pair_fractions(groups: list[int], busy: tuple[int, int] | None, seed: int) -> dict[tuple[int, int], tuple[float, float]]:
+    """(a, b) -> (fraction a->b, fraction b->a): 3-18 % everywhere (fixed per pair), the busy pair far above."""
+    fractions = {}
+    for position, a in enumerate(groups):
+        for b in groups[position + 1:]:
+            rng = random.Random(f"{seed}:fabric:{a}:{b}")
+            fractions[(a, b)] = (0.03 + 0.15 * rng.random(), 0.03 + 0.15 * rng.random())
+    if busy is not None:
+        fractions[busy] = BUSY_FRACTIONS
+    return fractions
+
+
+def _fabric_frame(moments, memory: dict):
+    """Cumulative port counters at ``moments`` for every global port of the demo topology: each value is the
+    pair's rate times the seconds since a fixed origin, so feeding a moment again writes the same value."""
+    import pandas as pd
+
+    from apps.topology.link_load import LINK_BYTES_PER_S
+
+    from .selectors import port_map
+
+    from apps.topology.selectors import topology_current
+
+    topology = topology_current()
+    ports = port_map(topology)
+    xname_of = {(s.group, s.index): s.xname for s in topology.switches}
+    busy = tuple(memory["busy_pair"]) if memory.get("busy_pair") else None
+    fractions = _pair_fractions(list(topology.groups), busy, memory.get("seed", 0))
+    origin = memory["origin"]
+    rows = {"ts": [], "host": [], "nic": [], "field": [], "value": []}
+    for switch, places in ports.places.items():
+        for port, place in places.items():
+            if place.kind != "global":
+                continue
+            mine, theirs = place.groups
+            pair = (min(mine, theirs), max(mine, theirs))
+            out, back = fractions[pair] if mine == pair[0] else fractions[pair][::-1]
+            for moment in moments:
+                seconds = moment.timestamp() - origin
+                for field, fraction in (("port_tx_bytes", out), ("port_rx_bytes", back)):
+                    rows["ts"].append(moment)
+                    rows["host"].append(xname_of[switch])
+                    rows["nic"].append(f"p{port}")
+                    rows["field"].append(field)
+                    rows["value"].append(float(round(fraction * LINK_BYTES_PER_S * seconds)))
+    frame = pd.DataFrame(rows)
+    frame.insert(1, "cluster", DEMO_CLUSTER)
+    frame["ts"] = pd.to_datetime(frame["ts"], utc=True)
+    return frame
+
+
+@demo_part("fabric", order=67, reset=lambda: None)
+def build_fabric(context: DemoContext) -> dict:
+    """Switch port counters of every global link; the pair joining the Megatron run's first and last group busy."""
+    from apps.jobs.models import Job
+    from apps.telemetry.backends.base import TelemetryUnavailable
+    from apps.telemetry.store import telemetry_store
+    from apps.topology.models import Node
+
+    key = context.shared.get("megatron_job")
+    if not key:
+        return {}
+    megatron = Job.objects.filter(cluster__name=key[0], job_id=key[1]).first()
+    groups = list(dict.fromkeys(Node.objects.filter(hostname__in=megatron.node_list if megatron else [])
+                                .order_by("hostname").values_list("group__number", flat=True)))
+    busy = (min(groups[0], groups[-1]), max(groups[0], groups[-1])) if len(groups) >= 2 else None
+    memory = context.feed_memory.setdefault("fabric", {})
+    memory.update(busy_pair=list(busy) if busy else None, seed=context.seed,
+                  origin=int(context.now.timestamp()) - 86_400)
+    step_end = int(context.now.timestamp()) // FABRIC_STEP * FABRIC_STEP
+    moments = [context.now + timedelta(seconds=step_end - context.now.timestamp() - FABRIC_STEP * i)
+               for i in range(FABRIC_BUILD_MINUTES * 60 // FABRIC_STEP, -1, -1)]
+    try:
+        written = telemetry_store().write_net(_fabric_frame(moments, memory))
+    except TelemetryUnavailable as exc:
+        context.say(f"  fabric       skipped: {exc}")
+        return {}
+    return {"port_samples": written, "busy_pair": busy}
+
+
+@demo_feeder("fabric", order=67)
+def feed_fabric(context) -> dict:
+    """The fabric manager's export every minute: the same counters, one more step."""
+    from apps.telemetry.backends.base import TelemetryUnavailable
+    from apps.telemetry.store import telemetry_store
+
+    memory = context.memory.get("fabric")
+    if not memory:
+        return {}
+    moments = context.grid(FABRIC_STEP)
+    if not moments:
+        return {}
+    try:
+        return {"port_samples": telemetry_store().write_net(_fabric_frame(moments, memory))}
+    except TelemetryUnavailable:
+        return {}

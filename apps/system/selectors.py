@@ -149,3 +149,120 @@ def system_map(user, cluster: str | None = None, now=None) -> dict:
     layout = machine_layout(answer["_topology"])
     answer["map"] = {**layout, **overview.node_map_payload(answer["_running_rows"], answer["_nodes"], layout["hosts"])}
     return answer
+
+
+# --- network load per group pair and file-system load (switch port counters, Lustre job statistics) --------------
+
+NETWORK_MINUTES = 10  # counters read back this far for "now"
+MAX_IO_JOBS = 200  # running jobs whose Lustre series are read for the file-system load (largest first)
+
+_ports_lock = threading.Lock()
+_ports_cache: dict = {"topology": None, "ports": None}
+
+
+def port_map(topology):
+    """The topology's ports placed by the cabling convention (cached per process while the topology stays)."""
+    from apps.topology.link_load import PortMap
+
+    with _ports_lock:
+        if _ports_cache["topology"] is not topology:
+            _ports_cache.update(topology=topology, ports=PortMap(topology))
+        return _ports_cache["ports"]
+
+
+def _network_cluster(cluster: str | None) -> str | None:
+    from apps.jobs.selectors import cluster_list
+
+    if cluster:
+        return cluster
+    first = cluster_list().values_list("name", flat=True).first()
+    return first
+
+
+def _running_job_groups(user, cluster: str | None, topology) -> tuple[dict[str, set[int]], list]:
+    """label -> groups of its nodes for the running jobs (largest first); labels name only jobs ``user`` may see."""
+    group_of = {node.hostname: node.group for node in topology.nodes}
+    jobs = Job.objects.filter(state=JobStateChoices.RUNNING).select_related("cluster")
+    if cluster:
+        jobs = jobs.filter(cluster__name=cluster)
+    jobs = sorted(jobs, key=lambda job: (-len(job.node_list or []), job.job_id))
+    visible = set(job_list_for_user(user).filter(pk__in=[job.pk for job in jobs]).values_list("pk", flat=True))
+    labels: dict[str, set[int]] = {}
+    hidden = 0
+    for job in jobs:
+        label = str(job.job_id) if job.pk in visible else None
+        if label is None:
+            hidden += 1
+            label = f"another project's job ({hidden})" if hidden > 1 else "another project's job"
+        labels[label] = {group_of[host] for host in (job.node_list or []) if host in group_of}
+    return labels, jobs
+
+
+def network_loads(cluster: str | None = None, now=None):
+    """(LinkLoad, cluster) from the switch port counters of the last ``NETWORK_MINUTES``; (None, cluster) without."""
+    from apps.telemetry.backends.base import TelemetryUnavailable
+    from apps.telemetry.fabric import counter_rates
+    from apps.telemetry.store import telemetry_store
+    from apps.topology.link_load import link_load
+
+    now = now or timezone.now()
+    cluster = _network_cluster(cluster)
+    topology = topology_current()
+    if not cluster or not topology.switches:
+        return None, cluster
+    try:
+        frame = telemetry_store().read_net(cluster, fields=["port_tx_bytes", "port_rx_bytes"],
+                                           start=now - timedelta(minutes=NETWORK_MINUTES), end=now)
+    except TelemetryUnavailable:
+        return None, cluster
+    switch_hosts = frame["host"].str.startswith("x") if len(frame) else None
+    if switch_hosts is not None:
+        frame = frame[switch_hosts]
+    if not len(frame):
+        return None, cluster
+    rates = counter_rates(frame)
+    load = link_load(port_map(topology), zip(rates["host"], rates["nic"], rates["field"], rates["rate"]))
+    return load, cluster
+
+
+def system_network(user, cluster: str | None = None, now=None) -> dict:
+    """Network load per group pair (verdict, matrix, busiest pairs with the jobs sharing them) and file-system load."""
+    from . import network
+
+    now = now or timezone.now()
+    load, cluster = network_loads(cluster, now)
+    topology = topology_current()
+    job_groups, jobs = _running_job_groups(user, cluster, topology)
+    summary = network.network_summary(load, list(topology.groups), job_groups, minutes=NETWORK_MINUTES)
+    return {"cluster": cluster, "network": summary, "filesystem": filesystem_load(user, jobs, job_groups, now),
+            "_load": load}
+
+
+def filesystem_load(user, jobs: list, job_groups: dict, now) -> dict:
+    """The running jobs' latest Lustre read/write rates, summed (apps.telemetry.lustre.job_io per job)."""
+    from apps.telemetry.backends.base import TelemetryUnavailable
+    from apps.telemetry.lustre import job_io
+    from apps.telemetry.store import telemetry_store
+
+    from . import network
+
+    labels = list(job_groups)
+    rates, read = [], 0
+    try:
+        store = telemetry_store()
+        for job, label in list(zip(jobs, labels))[:MAX_IO_JOBS]:
+            frame = store.read_job_series(job.cluster.name, job.job_id, start=now - timedelta(minutes=NETWORK_MINUTES),
+                                          end=now)
+            read += 1
+            if frame is None or frame.empty:
+                continue
+            frame = frame[frame["name"].astype(str).str.startswith("lustre/")]
+            io = job_io(frame, 60) if len(frame) else None
+            if io is None or io.empty:
+                continue
+            latest = io.iloc[-1].to_dict()
+            latest["label"] = f"job {label}" if not label.startswith("another") else label
+            rates.append(latest)
+    except TelemetryUnavailable:
+        pass
+    return network.filesystem_summary(rates, read, len(jobs))

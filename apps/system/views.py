@@ -5,7 +5,12 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import JsonResponse
 from django.views.generic import TemplateView
 
-from .selectors import system_histogram, system_map, system_overview
+import json
+
+from plotly.utils import PlotlyJSONEncoder
+
+from .network import matrix_figure
+from .selectors import system_histogram, system_map, system_network, system_overview
 
 DATA_KEYS = ("generated", "totals", "coverage", "jobs", "groups", "switches", "map")
 
@@ -18,6 +23,11 @@ class SystemView(LoginRequiredMixin, TemplateView):
         answer = system_overview(self.request.user, histogram=False)  # the histogram comes with the figures' JSON
         context.update({key: answer[key] for key in ("generated", "totals", "coverage", "worst_jobs", "groups",
                                                      "network_note", "histogram_note")})
+        loads = system_network(self.request.user)
+        context.update(network=loads["network"], filesystem=loads["filesystem"])
+        if loads["network"]["matrix"]:
+            context["network_figure"] = json.loads(json.dumps(matrix_figure(loads["network"]["matrix"]),
+                                                              cls=PlotlyJSONEncoder))
         return context
 
 

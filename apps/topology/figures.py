@@ -96,6 +96,7 @@ def system_figure(
     label_colours: dict[str, str] | None = None,
     focus: set[str] | None = None,
     focus_label: str = "focused",
+    link_loads=None,
 ) -> go.Figure:
     """The system (or only ``groups``) with one marker per node and per switch.
 
@@ -107,6 +108,8 @@ def system_figure(
     ``label_colours`` fixes the colour of labels that mean something (e.g. vetting states).
     ``focus`` nodes (e.g. a straggler among a job's nodes) are drawn again on top, as larger amber stars
     named ``focus_label`` in the legend, whatever the colouring.
+    ``link_loads`` (:class:`apps.core.link_colourings.LinkLoads`) colours switches by their busiest port and draws
+    the measured global links between group centres, both on 0-100 % of link capacity (the busiest thickest, on top).
     """
     hover_notes = hover_notes or {}
     groups = sorted(set(groups) if groups is not None else set(topology.groups))
@@ -199,9 +202,13 @@ def system_figure(
         switch_y.append(y0 - row)
         switch_data.append([f"switch {switch.group}.{switch.index}", switch.xname or ""])
         switch_colours.append(OVERLAY_COLOUR if (switch.group, switch.index) in used_switches else SWITCH_COLOUR)
+    if link_loads is not None:
+        _add_link_loads(figure, topology, link_loads, group_origin, layout, switch_x, switch_y, switch_data, marker_size)
+        switch_x, switch_y, switch_data, switch_colours = _unmeasured(topology, group_origin, link_loads, switch_x,
+                                                                      switch_y, switch_data, switch_colours)
     figure.add_trace(
         go.Scatter(
-            x=switch_x, y=switch_y, mode="markers", name=f"switches ({len(switch_x)})",
+            x=switch_x, y=switch_y, mode="markers", name=f"switches{' not measured' if link_loads is not None else ''} ({len(switch_x)})",
             marker={"symbol": "diamond", "size": marker_size - 1, "color": switch_colours, "line": {"width": 0}},
             customdata=switch_data, hovertemplate="<b>%{customdata[0]}</b> %{customdata[1]}<extra></extra>",
         )
@@ -230,3 +237,64 @@ def system_figure(
         dragmode="pan",
     )
     return figure
+
+
+# Load on a physical scale: 0-100 % of link capacity, in five steps; the busiest are drawn last, thickest and darkest.
+LOAD_SCALE = [[0.0, "#fee8c8"], [0.4, "#fdbb84"], [0.7, "#e34a33"], [1.0, "#7f0000"]]
+LOAD_BINS = [(0.0, 0.2, "#d5dbe1", 0.6), (0.2, 0.4, "#fdd49e", 1.5), (0.4, 0.6, "#fc8d59", 2.5),
+             (0.6, 0.8, "#d7301f", 4.0), (0.8, float("inf"), "#7f0000", 6.0)]
+
+
+def _group_centre(origin: tuple[float, float], layout: Layout) -> tuple[float, float]:
+    return origin[0] + layout.node_columns / 2, origin[1] - (layout.rows - 1) / 2
+
+
+def _switch_key(datum) -> tuple[int, int]:
+    group, index = datum[0].split()[-1].split(".")
+    return int(group), int(index)
+
+
+def _add_link_loads(figure, topology, loads, group_origin, layout, switch_x, switch_y, switch_data, marker_size):
+    """Measured global links as lines between group centres (binned by load), a hover marker at each line's
+    middle with the colour bar, and the measured switches coloured by their busiest port."""
+    centres = {group: _group_centre(origin, layout) for group, origin in group_origin.items()}
+    pairs = [(pair, value) for pair, value in loads.pairs.items() if pair[0] in centres and pair[1] in centres]
+    for low, high, colour, width in LOAD_BINS:
+        members = [(pair, value) for pair, value in pairs if low <= value < high]
+        if not members:
+            continue
+        xs, ys = [], []
+        for (a, b), _value in members:
+            xs += [centres[a][0], centres[b][0], None]
+            ys += [centres[a][1], centres[b][1], None]
+        label = f"global links {int(low * 100)}-{int(high * 100)} %" if high != float("inf") else f"global links ≥ {int(low * 100)} %"
+        figure.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=f"{label} ({len(members)})", hoverinfo="skip",
+                                    line={"color": colour, "width": width}, opacity=0.9 if low >= 0.4 else 0.5))
+    if pairs:
+        ordered = sorted(pairs, key=lambda item: item[1])
+        figure.add_trace(go.Scatter(
+            x=[(centres[a][0] + centres[b][0]) / 2 for (a, b), _ in ordered],
+            y=[(centres[a][1] + centres[b][1]) / 2 for (a, b), _ in ordered],
+            mode="markers", name="group pair load", showlegend=False,
+            marker={"size": 6, "color": [round(100 * value, 1) for _, value in ordered], "colorscale": LOAD_SCALE,
+                    "cmin": 0, "cmax": 100, "line": {"width": 0},
+                    "colorbar": {"title": {"text": "% of link<br>capacity"}, "thickness": 12, "len": 0.6}},
+            customdata=[[f"group {a} ↔ {b}", round(100 * value, 1), loads.notes.get((a, b), "")] for (a, b), value in ordered],
+            hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]} % of its global links<br>%{customdata[2]}<extra></extra>"))
+    measured = [(x, y, datum) for x, y, datum in zip(switch_x, switch_y, switch_data) if _switch_key(datum) in loads.switches]
+    if measured:
+        measured.sort(key=lambda item: loads.switches[_switch_key(item[2])])
+        figure.add_trace(go.Scatter(
+            x=[x for x, _, _ in measured], y=[y for _, y, _ in measured], mode="markers",
+            name=f"switches by busiest port ({len(measured)})",
+            marker={"symbol": "diamond", "size": marker_size + 1, "cmin": 0, "cmax": 100, "colorscale": LOAD_SCALE,
+                    "color": [round(100 * loads.switches[_switch_key(datum)], 1) for _, _, datum in measured],
+                    "line": {"width": 0.5, "color": "#1b2430"}},
+            customdata=[[*datum, round(100 * loads.switches[_switch_key(datum)], 1)] for _, _, datum in measured],
+            hovertemplate="<b>%{customdata[0]}</b> %{customdata[1]}<br>busiest port at %{customdata[2]} % of a link<extra></extra>"))
+
+
+def _unmeasured(topology, group_origin, loads, switch_x, switch_y, switch_data, switch_colours):
+    keep = [index for index, datum in enumerate(switch_data) if _switch_key(datum) not in loads.switches]
+    return ([switch_x[i] for i in keep], [switch_y[i] for i in keep], [switch_data[i] for i in keep],
+            [BACKGROUND_COLOUR for _ in keep])

@@ -9,6 +9,7 @@ from django.views.generic import TemplateView
 from rest_framework import serializers
 
 from apps.core.api.params import JobRefField
+from apps.core.link_colourings import link_colouring, link_colourings
 from apps.core.node_colourings import node_colouring, node_colourings
 
 from .figures import system_figure
@@ -90,7 +91,10 @@ class TopologyIndexView(TemplateView):
     def colour_modes(self) -> dict[str, str]:
         """?color= value -> words: node state, the registered colourings in their order, group, highlighted nodes."""
         registered = {colouring.key: colouring.title for colouring in node_colourings() if colouring.key not in OWN_COLOURS}
-        return {"state": OWN_COLOURS["state"], **registered, "group": OWN_COLOURS["group"], "overlay": OWN_COLOURS["overlay"]}
+        links = {colouring.key: colouring.title for colouring in link_colourings()
+                 if colouring.key not in OWN_COLOURS and colouring.key not in registered}
+        return {"state": OWN_COLOURS["state"], **registered, **links, "group": OWN_COLOURS["group"],
+                "overlay": OWN_COLOURS["overlay"]}
 
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
@@ -137,6 +141,13 @@ class TopologyIndexView(TemplateView):
             labelled = registered.labels(self.request.user)
             extra = {"colour_by": "label", "labels": labelled.labels, "unlabelled": labelled.unlabelled,
                      "muted_labels": labelled.muted, "label_colours": labelled.colours}
+        links = None if colour_by in OWN_COLOURS or registered is not None else link_colouring(colour_by)
+        link_loads = links.loads(self.request.user) if links is not None else None
+        if links is not None:  # switches and links carry the colour; nodes fade (highlighted ones still stand out)
+            extra = {"colour_by": "overlay", "link_loads": link_loads}
+            context.update(link_title=links.title, link_verdict=link_loads.verdict if link_loads else
+                           f"No {links.title} to show: no switch port counters were imported for the last minutes.",
+                           link_coverage=link_loads.coverage if link_loads else "")
         figure = system_figure(topology, states=node_states(), highlight=set(names) if placement else None,
                                highlight_label=highlight_label, focus=set(focus), focus_label=focus_label,
                                **({"colour_by": colour_by} | extra))

@@ -81,3 +81,20 @@ def test_the_reference_system_cables_fit_its_switches():
     assert sum(len(places) for places in ports.places.values()) == len(alps.switches) * 31 + 2 * len(alps.global_links)
     assert all(len(places) <= len(FABRIC_PORTS) for places in ports.places.values())
     assert ports.links_per_pair[(3, 7)] == 4
+
+
+def test_the_figure_colours_measured_links_and_switches_on_the_physical_range(topology):
+    from apps.core.link_colourings import LinkLoads
+    from apps.topology.figures import system_figure
+
+    loads = LinkLoads(pairs={(0, 1): 0.83, (1, 2): 0.1, (2, 3): 0.45}, switches={(0, 1): 0.9}, verdict="")
+    figure = system_figure(topology, colour_by="overlay", link_loads=loads)
+    names = [trace.name for trace in figure.data]
+    assert "global links ≥ 80 % (1)" in names and "global links 0-20 % (1)" in names and "global links 40-60 % (1)" in names
+    assert names.index("global links ≥ 80 % (1)") > names.index("global links 0-20 % (1)")  # the busiest drawn on top
+    hover = next(trace for trace in figure.data if trace.name == "group pair load")
+    assert (hover.marker.cmin, hover.marker.cmax) == (0, 100) and list(hover.marker.color) == [10.0, 45.0, 83.0]
+    switches = next(trace for trace in figure.data if trace.name.startswith("switches by busiest port"))
+    assert list(switches.marker.color) == [90.0]
+    assert next(trace for trace in figure.data if trace.name.startswith("switches not measured")).name.endswith(
+        f"({len(topology.switches) - 1})")
