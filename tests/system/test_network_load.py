@@ -36,12 +36,10 @@ def test_filesystem_load_sums_the_running_jobs():
 def test_demo_busy_global_link_is_shared_by_the_megatron_run(client, make_user):
     from tests.demo_snapshot import load_demo
 
-    from apps.core.models import DemoState
     from apps.system.selectors import system_network
     from apps.topology.selectors import topology_current
 
     load_demo()
-    memory = DemoState.objects.get().feed_memory if hasattr(DemoState, "feed_memory") else None
     staff = make_user("net-staff", is_staff=True)
     answer = system_network(staff)
     network = answer["network"]
@@ -52,7 +50,6 @@ def test_demo_busy_global_link_is_shared_by_the_megatron_run(client, make_user):
     others = sorted(pair.fraction for pair in answer["_load"].pairs.values())[:-1]
     assert others and max(others) < 0.2  # the busy pair stands out from every other
     assert len(answer["_load"].pairs) == len(topology_current().groups) * (len(topology_current().groups) - 1) // 2
-    del memory
     client.force_login(staff)
     page = client.get("/topology/?color=network")
     assert page.status_code == 200 and b'id="link-verdict"' in page.content and b"83 %" in page.content
