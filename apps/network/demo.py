@@ -80,7 +80,7 @@ def build(context: DemoContext) -> dict:
     try:
         store = telemetry_store()
         store.check()
-        store.read_net(DEMO_CLUSTER, hosts=["-"], start=context.now, end=context.now)
+        store.read_net(DEMO_CLUSTER, hosts=["-"], start=context.now, end=context.now + timedelta(seconds=1))  # has a network table
     except TelemetryUnavailable as exc:
         context.say(f"  network      skipped: {exc}")
         return {}
