@@ -45,7 +45,7 @@ def select_options(page: str) -> list[str]:
 def test_registered_colourings_are_offered_between_node_state_and_group(viewer, parity):
     options = select_options(viewer.get("/topology/").content.decode())
     # jobs (10) and vetting (20) register theirs from AppConfig.ready(); the test's comes between them.
-    assert [option for option in options if option] == ["state", "job", "parity", "vetting", "group", "overlay"]
+    assert [option for option in options if option] == ["state", "job", "parity", "vetting", "network", "group", "overlay"]
 
 
 def test_a_registered_colouring_colours_the_nodes_by_its_labels_for_the_user_looking(viewer, parity):
