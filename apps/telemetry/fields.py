@@ -5,6 +5,18 @@ Numeric ids are what Belvedere stores: they are stable across DCGM versions, whi
 renamed most fields (``DCGM_FI_PROF_SM_ACTIVE`` became ``DCGM_FI_PROF_SM_UTIL_RATIO``, both 1002)
 and exporters still print the old names. ``lookup`` accepts either name, the id, or a dmon tag.
 Facts: docs/reference dcgm-saturation.md §1–§3. Plain Python.
+
+Completeness: every field of dcgm-exporter's shipped counter lists (``etc/dcp-metrics-included.csv``
+and ``etc/default-counters.csv``, active and commented-out lines; copies and their commits in
+tests/telemetry/data/dcgm-exporter/) resolves here, checked by tests/telemetry/test_dcgm_registry.py,
+plus the GPU-health ids of ``dcgm_fields.h`` (group ``"health"``, judged by ``HEALTH``). Ids and old
+names were checked against ``dcgmlib/dcgm_fields.h`` of NVIDIA/DCGM (commit 28bfbd4c), the 4.6 names
+against DCGM 4.6's Python bindings ``dcgm_fields.py``. Not verified, so not listed: the NVLink
+error totals 497–499 that DCGM 4.x added (``DCGM_FI_DEV_NVLINK_CRC_ERROR_TOTAL`` …), whose pre-4.6
+names could not be confirmed in a DCGM header.
+
+Kinds: ``gauge``, ``counter`` and ``label`` (text such as the driver version, which dcgm-exporter
+attaches as a label to the other metrics: known, never stored as a sample).
 """
 from __future__ import annotations
 
@@ -13,6 +25,8 @@ from dataclasses import dataclass
 # Units as stored (DCGM's units; GPM values are converted on the way in).
 RATIO, PERCENT, BYTES_PER_S, MHZ, WATTS, MILLIJOULES, CELSIUS, MIB, COUNT, BITMASK, NANOSECONDS, CODE, FLAG = (
     "ratio", "percent", "bytes/s", "MHz", "W", "mJ", "°C", "MiB", "count", "bitmask", "ns", "code", "flag")
+KB_PER_S, TEXT = "KB/s", "text"
+GAUGE, COUNTER, LABEL = "gauge", "counter", "label"
 
 MIB_PER_S = 1024 * 1024  # GPM reports MiB/s; DCGM multiplies by 2^20 to give bytes/s
 PERCENT_TO_RATIO = 0.01
@@ -24,8 +38,8 @@ class Field:
     name: str  # DCGM 4.6 name
     legacy: str | None  # the name up to DCGM 4.5 when 4.6 renamed it (exporters still print it)
     unit: str
-    kind: str  # "gauge" (a level or an interval average) or "counter" (monotonic: use differences)
-    group: str  # "profiling" or "device"
+    kind: str  # "gauge" (a level or an interval average), "counter" (monotonic: use differences) or "label" (text)
+    group: str  # "profiling", "device", "health" (error counters and flags: apps/vetting judges them) or "static"
     meaning: str
     dmon: str | None = None  # column tag printed by dcgmi dmon
     gpm: int | None = None  # NVML GPM metric id with the same meaning
@@ -47,12 +61,23 @@ def _p(id_, old, new, unit, dmon, gpm, meaning, kind="gauge"):
     return Field(id_, new or old, old if new else None, unit, kind, "profiling", meaning, dmon, gpm, scale)
 
 
-def _d(id_, old, new, unit, dmon, meaning, kind="gauge"):
-    return Field(id_, new or old, old if new else None, unit, kind, "device", meaning, dmon)
+def _d(id_, old, new, unit, dmon, meaning, kind="gauge", group="device"):
+    return Field(id_, new or old, old if new else None, unit, kind, group, meaning, dmon)
+
+
+def _h(id_, old, new, unit, dmon, meaning, kind="counter"):
+    """A GPU-health field: an error counter, a failure flag or the last XID."""
+    return _d(id_, old, new, unit, dmon, meaning, kind=kind, group="health")
+
+
+def _s(id_, old, new, meaning):
+    """A static text attribute (dcgm-exporter puts these on its other metrics as labels)."""
+    return Field(id_, new or old, old if new else None, TEXT, LABEL, "static", meaning)
 
 
 _PROF = "DCGM_FI_PROF_"
 _DEV = "DCGM_FI_DEV_"
+_FI = "DCGM_FI_"
 
 _FIELDS: list[Field] = [
     # --- profiling (DCP); on Hopper computed from NVML GPM, all at once, interval >= 100 ms -------
@@ -118,6 +143,14 @@ _FIELDS: list[Field] = [
        "Time slowed down by the hardware power brake (cumulative).", kind="counter"),
     _d(240, _DEV + "POWER_VIOLATION", None, NANOSECONDS, "PVIOL", "Time clocks were held down by power limits (cumulative).", kind="counter"),
     _d(241, _DEV + "THERMAL_VIOLATION", None, NANOSECONDS, None, "Time clocks were held down by thermal limits (cumulative).", kind="counter"),
+    _d(242, _DEV + "SYNC_BOOST_VIOLATION", None, NANOSECONDS, None,
+       "Time clocks were held down by the sync-boost group (cumulative).", kind="counter"),
+    _d(243, _DEV + "BOARD_LIMIT_VIOLATION", None, NANOSECONDS, None,
+       "Time clocks were held down by board limits (cumulative).", kind="counter"),
+    _d(244, _DEV + "LOW_UTIL_VIOLATION", None, NANOSECONDS, None,
+       "Time clocks were held down because of low utilisation (cumulative).", kind="counter"),
+    _d(245, _DEV + "RELIABILITY_VIOLATION", None, NANOSECONDS, None,
+       "Time clocks were held down by reliability limits (board voltage; cumulative).", kind="counter"),
     _d(150, _DEV + "GPU_TEMP", _DEV + "GPU_TEMP_CELSIUS", CELSIUS, "TMPTR", "GPU temperature."),
     _d(140, _DEV + "MEMORY_TEMP", _DEV + "MEMORY_TEMP_CELSIUS", CELSIUS, "MMTMP", "HBM temperature."),
     _d(153, _DEV + "GPU_TEMP_LIMIT", _DEV + "GPU_TEMP_MARGIN_CELSIUS", CELSIUS, None, "Margin to the nearest slowdown temperature."),
@@ -128,15 +161,46 @@ _FIELDS: list[Field] = [
     _d(160, _DEV + "POWER_MGMT_LIMIT", _DEV + "BOARD_POWER_LIMIT_REQUESTED_WATTS", WATTS, None, "Requested power cap."),
     _d(164, _DEV + "ENFORCED_POWER_LIMIT", _DEV + "BOARD_POWER_LIMIT_ENFORCED_WATTS", WATTS, None, "Enforced power cap."),
     _d(190, _DEV + "PSTATE", _DEV + "GPU_PSTATE", CODE, None, "Performance state (P0 fastest)."),
-    _d(230, _DEV + "XID_ERRORS", _DEV + "XID_ERROR", CODE, "XIDER", "The last XID error code seen (a code, not a count)."),
-    _d(310, _DEV + "ECC_SBE_VOL_TOTAL", None, COUNT, None, "Volatile single-bit ECC errors since boot.", kind="counter"),
-    _d(311, _DEV + "ECC_DBE_VOL_TOTAL", None, COUNT, "EDVTL", "Volatile double-bit ECC errors since boot.", kind="counter"),
-    _d(393, _DEV + "UNCORRECTABLE_REMAPPED_ROWS", _DEV + "ROW_REMAP_UNCORRECTABLE_TOTAL", COUNT, None,
-       "HBM rows remapped after uncorrectable errors.", kind="counter"),
-    _d(394, _DEV + "CORRECTABLE_REMAPPED_ROWS", _DEV + "ROW_REMAP_CORRECTABLE_TOTAL", COUNT, None,
-       "HBM rows remapped after correctable errors.", kind="counter"),
-    _d(395, _DEV + "ROW_REMAP_FAILURE", _DEV + "ROW_REMAP_FAILED", FLAG, None, "Row remapping failed (1) or not (0)."),
-    _d(202, _DEV + "PCIE_REPLAY_COUNTER", _DEV + "PCIE_REPLAY_TOTAL", COUNT, None, "PCIe retries.", kind="counter"),
+    _h(230, _DEV + "XID_ERRORS", _DEV + "XID_ERROR", CODE, "XIDER", "The last XID error code seen (a code, not a count).",
+       kind=GAUGE),
+    _h(310, _DEV + "ECC_SBE_VOL_TOTAL", None, COUNT, None, "Volatile single-bit (corrected) ECC errors since boot."),
+    _h(311, _DEV + "ECC_DBE_VOL_TOTAL", None, COUNT, "EDVTL", "Volatile double-bit (uncorrectable) ECC errors since boot."),
+    _h(312, _DEV + "ECC_SBE_AGG_TOTAL", None, COUNT, None,
+       "Single-bit ECC errors over the GPU's life (aggregate, kept in the InfoROM)."),
+    _h(313, _DEV + "ECC_DBE_AGG_TOTAL", None, COUNT, None,
+       "Double-bit ECC errors over the GPU's life (aggregate, kept in the InfoROM)."),
+    _h(390, _DEV + "RETIRED_SBE", _DEV + "PAGE_RETIRED_SBE_TOTAL", COUNT, None,
+       "Frame-buffer pages retired after single-bit errors (pre-Ampere page retirement)."),
+    _h(391, _DEV + "RETIRED_DBE", _DEV + "PAGE_RETIRED_DBE_TOTAL", COUNT, None,
+       "Frame-buffer pages retired after double-bit errors (pre-Ampere page retirement)."),
+    _h(392, _DEV + "RETIRED_PENDING", _DEV + "PAGE_RETIRED_PENDING", COUNT, None,
+       "Pages waiting to be retired at the next GPU reset (non-zero: the GPU needs a reset; cleared by it).",
+       kind=GAUGE),
+    _h(393, _DEV + "UNCORRECTABLE_REMAPPED_ROWS", _DEV + "ROW_REMAP_UNCORRECTABLE_TOTAL", COUNT, None,
+       "HBM rows remapped after uncorrectable errors."),
+    _h(394, _DEV + "CORRECTABLE_REMAPPED_ROWS", _DEV + "ROW_REMAP_CORRECTABLE_TOTAL", COUNT, None,
+       "HBM rows remapped after correctable errors."),
+    _h(395, _DEV + "ROW_REMAP_FAILURE", _DEV + "ROW_REMAP_FAILED", FLAG, None,
+       "Row remapping failed (1) or not (0): the GPU is out of spare rows.", kind=GAUGE),
+    _h(396, _DEV + "ROW_REMAP_PENDING", None, FLAG, None,
+       "A row remap waits for the next GPU reset (1) or not (0).", kind=GAUGE),
+    _h(202, _DEV + "PCIE_REPLAY_COUNTER", _DEV + "PCIE_REPLAY_TOTAL", COUNT, None, "PCIe retries."),
+    _h(409, _DEV + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", _DEV + "NVLINK_CRC_FLIT_ERROR_TOTAL", COUNT, None,
+       "NVLink flow-control (flit) CRC errors, all links."),
+    _h(419, _DEV + "NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", _DEV + "NVLINK_CRC_DATA_ERROR_TOTAL", COUNT, None,
+       "NVLink data CRC errors, all links."),
+    _h(429, _DEV + "NVLINK_REPLAY_ERROR_COUNT_TOTAL", _DEV + "NVLINK_REPLAY_ERROR_TOTAL", COUNT, None,
+       "NVLink replays (retransmissions), all links."),
+    _h(439, _DEV + "NVLINK_RECOVERY_ERROR_COUNT_TOTAL", _DEV + "NVLINK_RECOVERY_ERROR_TOTAL", COUNT, None,
+       "NVLink recoveries (a link retrained after errors), all links."),
+    _d(526, _DEV + "VGPU_LICENSE_STATUS", None, CODE, None, "License status of the vGPU instance (vGPU hosts only)."),
+    _d(206, _DEV + "ENC_UTIL", None, PERCENT, None, "Video encoder utilisation, percent of the sample period."),
+    _d(207, _DEV + "DEC_UTIL", None, PERCENT, None, "Video decoder utilisation, percent of the sample period."),
+    _d(200, _DEV + "PCIE_TX_THROUGHPUT", None, KB_PER_S, None,
+       "Deprecated NVML PCIe transmit throughput in KB/s, measured over a short window by the driver: a rate, "
+       "although dcgm-exporter's default-counters.csv declares it a counter. Prefer 1009."),
+    _d(201, _DEV + "PCIE_RX_THROUGHPUT", None, KB_PER_S, None,
+       "Deprecated NVML PCIe receive throughput in KB/s (a rate, see 200). Prefer 1010."),
     _d(250, _DEV + "FB_TOTAL", None, MIB, None, "Frame buffer memory, total."),
     _d(251, _DEV + "FB_FREE", None, MIB, None, "Frame buffer memory, free."),
     _d(252, _DEV + "FB_USED", None, MIB, "FBUSD", "Frame buffer memory, used."),
@@ -147,6 +211,16 @@ _FIELDS: list[Field] = [
     _d(285, _DEV + "C2C_LINK_COUNT", _DEV + "C2C_LINK_QUANTITY", COUNT, None, "Number of NVLink-C2C links."),
     _d(287, _DEV + "C2C_MAX_BANDWIDTH", None, "MB/s", None, "Maximum NVLink-C2C bandwidth (a runtime peak for normalising)."),
     _d(94, _DEV + "GPM_SUPPORT", None, FLAG, None, "Whether the GPU supports NVML GPM (Hopper and newer)."),
+    # --- static text (dcgm-exporter: labels on the other metrics) --------------------------------
+    _s(1, _FI + "DRIVER_VERSION", _FI + "SYSTEM_DRIVER_VERSION", "Driver version."),
+    _s(2, _FI + "NVML_VERSION", _FI + "SYSTEM_NVML_VERSION", "NVML version."),
+    _s(51, _DEV + "BRAND", _DEV + "GPU_BRAND", "Device brand."),
+    _s(53, _DEV + "SERIAL", _DEV + "BOARD_SERIAL", "Board serial number."),
+    _s(56, _DEV + "OEM_INFOROM_VER", _DEV + "INFOROM_OEM_VERSION", "OEM InfoROM version."),
+    _s(80, _DEV + "ECC_INFOROM_VER", _DEV + "INFOROM_ECC_VERSION", "ECC InfoROM version."),
+    _s(81, _DEV + "POWER_INFOROM_VER", _DEV + "INFOROM_POWER_VERSION", "Power management InfoROM version."),
+    _s(82, _DEV + "INFOROM_IMAGE_VER", _DEV + "INFOROM_IMAGE_VERSION", "InfoROM image version."),
+    _s(85, _DEV + "VBIOS_VERSION", None, "VBIOS version."),
 ]
 
 # Per-link NVLink rates (Hopper+): link k transmit = 1040 + 2k, receive = 1041 + 2k; GPM 63 + 2k / 62 + 2k.
@@ -155,6 +229,12 @@ for _k in range(18):
                       f"NVLink link {_k} bytes sent per second."))
     _FIELDS.append(_p(1041 + 2 * _k, f"{_PROF}NVLINK_L{_k}_RX_BYTES", None, BYTES_PER_S, None, 62 + 2 * _k,
                       f"NVLink link {_k} bytes received per second."))
+
+# Older NVML NVLink bandwidth counters per link (4.6: ..._NVLINK_THROUGHPUT_L<k>): links 0-5 are 440-445,
+# links 6-11 are 475-480 (dcgm_fields.h). Counters like 449; prefer the profiling rates 1040+.
+for _k, _id in enumerate((440, 441, 442, 443, 444, 445, 475, 476, 477, 478, 479, 480)):
+    _FIELDS.append(_d(_id, f"{_DEV}NVLINK_BANDWIDTH_L{_k}", f"{_DEV}NVLINK_THROUGHPUT_L{_k}", COUNT, None,
+                      f"Older NVML NVLink counter of link {_k}; prefer the profiling rates.", kind=COUNTER))
 
 FIELDS: dict[int, Field] = {field.id: field for field in sorted(_FIELDS, key=lambda f: f.id)}
 _BY_NAME: dict[str, Field] = {name: field for field in FIELDS.values() for name in field.names}
