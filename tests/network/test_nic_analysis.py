@@ -5,19 +5,15 @@ import pandas as pd
 import pytest
 
 from apps.telemetry import nic_analysis as na
+from apps.telemetry.backends.base import aggregate_net_frame
 
 T0 = pd.Timestamp("2026-03-02 10:00:00", tz="UTC")
 WRAP = 2 ** 56
 
 
 def aggregate(samples: pd.DataFrame, step_s: int) -> pd.DataFrame:
-    """What the store's aggregate_net answers (spec 21): per epoch-aligned bucket count, first, last, min, max."""
-    frame = samples.sort_values(["host", "nic", "field", "ts"]).copy()
-    frame["bucket"] = frame["ts"].dt.floor(f"{step_s}s")
-    grouped = frame.groupby(["bucket", "host", "nic", "field"], sort=True)["value"]
-    out = grouped.agg(count="count", first="first", last="last", min="min", max="max").reset_index()
-    out.insert(1, "cluster", "alps")
-    return out
+    """What the store's aggregate_net answers (the backends' reference aggregation)."""
+    return aggregate_net_frame(samples, step_s)
 
 
 def counters(hosts, nics=("hsn0", "hsn1", "hsn2", "hsn3"), *, minutes=30, every_s=10, bytes_s=5e9, packet_bytes=4096,
