@@ -209,6 +209,11 @@ def _straggler_finding(job, item: dict) -> Finding:
     if item.get("cause"):
         title = title[:-1] + f" — {item['cause']}."
     hosts = item.get("hosts") or ([item["host"]] if item.get("host") else [])
+    if level == "nic":  # the reason says it all: "hsn2 on nid000473: 31 % of packets retried, its peers < 1 %"
+        title = f"Network: {item.get('reason') or 'a NIC retries far more than its peers'}."
+        action = (f"Staff: check {item.get('nic')} on {item.get('host')} (cable, switch port, retry handler); the job's "
+                  f"collectives wait for it: resubmit with --exclude={item.get('host')}.")
+        return Finding("warning", title, action, "#stragglers", "saturation")
     if level in ("gpu", "node") and hosts:
         action = f"The whole job waits for it: resubmit with --exclude={','.join(hosts[:8])} and report the node to staff."
     else:
