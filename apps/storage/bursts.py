@@ -4,8 +4,9 @@ Plain Python: no Django.
 
 * :func:`find_bursts`: runs of buckets whose write rate stands far above the job's own steady level (five times
   its median, and at least a fifth of its peak and ``MIN_BURST_BPS``): {start, end, write_bytes, peak_rate}.
-* :func:`idle_during`: per burst, the seconds the GPUs sat idle around it (mean activity under half its
-  median) from the job's GPU telemetry; None where that telemetry has no bucket at the time.
+* :func:`idle_during`: per burst, the seconds the GPUs sat idle around it, from the job's GPU telemetry: where some
+  bucket's mean activity falls under half its median, each bucket around the burst counts for the share of its
+  time the activity was missing (1 - activity / median); None where that telemetry has no bucket at the time.
 * :func:`verdict`: "Checkpoints: 6 bursts of ~2.4 TB every 30 min, writing at 27 GB/s; GPUs idle 90 s each".
 """
 from __future__ import annotations
@@ -76,13 +77,20 @@ def idle_during(bursts: list[dict], gpu_times, activity, gpu_step: int, margin_s
     times = _ns(gpu_times)
     values = np.asarray(activity, dtype=float)
     idle = idle_mask(values)
+    level = float(np.nanmedian(values)) if np.isfinite(values).any() else 0.0
     margin = int((gpu_step if margin_s is None else margin_s) * 1e9)
     out = []
     for burst in bursts:
         lo, hi = int(_ns([burst["start"]])[0]) - margin, int(_ns([burst["end"]])[0]) + margin
         inside = (times + int(gpu_step * 1e9) > lo) & (times < hi)
         known = inside & np.isfinite(values)
-        out.append(float(idle[inside].sum() * gpu_step) if known.any() else None)
+        if not known.any():
+            out.append(None)
+        elif not idle[inside].any():
+            out.append(0.0)
+        else:  # a bucket at a quarter of the usual activity was idle about three quarters of its time
+            missing = np.clip(1.0 - values[known] / level, 0.0, 1.0)
+            out.append(float(np.round(missing.sum() * gpu_step)))
     return out
 
 
