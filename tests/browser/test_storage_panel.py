@@ -57,11 +57,12 @@ def test_checkpoint_bursts_line_up_with_the_gpu_idle_dips(live_server, page, dem
     assert len(bursts) >= 2
     assert len(drawn["shapes"]) == len(bursts) * drawn["rows"]  # every burst on every row
 
-    # From the figure's own data: the GPU buckets under half the median activity ...
+    # From the figure's own data: the GPU buckets well under the median activity ...
     gpu = drawn["gpu"]
     values = sorted(v for v in gpu["y"] if v is not None)
     median = values[len(values) // 2]
-    idle = [_seconds(x) for x, y in zip(gpu["x"], gpu["y"]) if y is not None and y < 0.5 * median]
+    # (90 s of idle SMs may straddle two buckets, each then at 40-70 % of the usual activity)
+    idle = [_seconds(x) for x, y in zip(gpu["x"], gpu["y"]) if y is not None and y < 0.75 * median]
     assert idle, "the demo's GPU telemetry window holds a checkpoint's idle SMs"
     first_gpu, last_gpu = _seconds(gpu["x"][0]), _seconds(gpu["x"][-1]) + gpu["step"]
     step = max(gpu["step"], 30)
