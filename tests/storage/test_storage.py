@@ -131,3 +131,17 @@ def test_the_panel_summary_and_page(client, make_user, jobs, store):
     shaded = [shape for shape in figure["layout"]["shapes"] if shape["name"].startswith("burst")]
     assert len(shaded) == 2  # one burst on each of the two rows (no GPU telemetry, no tokens/s)
     assert figure["layout"]["uirevision"] == "storage"
+
+
+def test_the_demo_feeder_sends_the_spans_readings_through_the_parser(jobs, store):
+    from apps.core.demo import FeedContext
+    from apps.storage import demo
+
+    spec = demo._megatron_spec(jobs, NOW)
+    context = FeedContext(seed=1, start=NOW - timedelta(minutes=5), end=NOW, origin=NOW - timedelta(minutes=5),
+                          memory={"storage": {"jobs": [spec]}})
+    summary = demo.feed(context)
+    assert summary["readings"] == 10 and summary["rows"] > 0
+    stored = store.read_job_series("alps", 1, names=[f"lustre/{demo.OSTS[0]}/write_bytes"])
+    assert len(stored) == 10 and stored["value"].is_monotonic_increasing
+    assert store.read_job_series("alps", 2).empty  # only the jobs the build gave I/O
