@@ -10,6 +10,10 @@ Contract shared by both parsers:
 * values that are absent on purpose (``N/A``, NaN, DCGM's "blank" sentinels, metrics that are not
   DCGM fields, MIG instances) are not errors: they are counted in ``skipped`` and, where useful,
   explained in ``notes`` (same shape as errors);
+* a DCGM field the registry does not know (a ``DCGM_FI_*`` metric, a dmon column tag) is kept out with
+  ONE error per field, not one per line: ``{"line": <first line>, "column": <the name>, "message":
+  "unknown DCGM field DCGM_FI_X: first on line 7, 12 lines with a value; its samples were left out ..."}``. Nothing is dropped without a word, and an
+  unknown field in every line of a large scrape does not bury the answer;
 * ``ValueError`` only for input that cannot be used as a whole (empty, not the expected format,
   a required ``start``/``ts``/``host`` missing), with a message saying what to pass;
 * values are stored as printed: both tools print DCGM's own units, which are the units the
@@ -80,6 +84,12 @@ def _utc(value, name: str) -> pd.Timestamp:
 
 def _error(line: int | None, column: str | None, message: str) -> dict:
     return {"line": line, "column": column, "message": message}
+
+
+def _unknown_field_message(what: str, first: int, count: int, unit: str, consequence: str) -> str:
+    """The one message for an unknown field: what it is, where it first appears, how much of the input it had."""
+    plural = unit if count == 1 else unit + "s"
+    return f"unknown DCGM field {what}: first on line {first}, {count:,} {plural} with a value; {consequence}"
 
 
 def _frame(rows: dict[str, list], cluster: str) -> pd.DataFrame:
@@ -171,7 +181,8 @@ class _DmonReader:
         self.errors: list[dict] = []
         self.notes: list[dict] = []
         self.dcgmi_messages: list[dict] = []
-        self.reported_tags: set[str] = set()
+        self.unknown_tags: dict[str, dict] = {}  # tag -> its one error entry (message completed in finish)
+        self.unknown_rows: dict[str, int] = {}  # tag -> rows that had a cell under it
         self.header: _Header | None = None
         self.skipped = 0
         self.data_rows = 0
@@ -212,11 +223,14 @@ class _DmonReader:
         field_ids = []
         for tag in tags:
             known = fields.by_dmon_tag(tag)
+            if known is not None and known.kind == fields.LABEL:
+                known = None  # text, not a sample (dmon prints none of these by tag; kept out like an unknown one)
             field_ids.append(known.id if known else None)
-            if known is None and tag not in self.reported_tags:
-                self.reported_tags.add(tag)
-                self.errors.append(_error(number, tag, f"unknown dmon field tag {tag!r} (not in the DCGM field "
-                                                       "registry): column skipped"))
+            if known is None and tag not in self.unknown_tags:
+                entry = _error(number, tag, "")
+                self.unknown_tags[tag] = entry
+                self.unknown_rows[tag] = 0
+                self.errors.append(entry)
         self.header = _Header(number, tags, [span.start() for span in spans], field_ids)
         if self.seen:  # dmon repeats the header between ticks
             self._next_tick()
@@ -245,6 +259,9 @@ class _DmonReader:
         if isinstance(cells, str):
             self.errors.append(_error(number, None, cells + ": row skipped"))
             return
+        for tag, field_id, cell in zip(header.tags, header.field_ids, cells):
+            if field_id is None and cell not in ("", "N/A"):
+                self.unknown_rows[tag] += 1
         if stamp is None:
             self.untimed_rows += 1
         for tag, field_id, cell in zip(header.tags, header.field_ids, cells):
@@ -270,6 +287,10 @@ class _DmonReader:
 
     def finish(self, start_ts: pd.Timestamp | None, interval_s: float) -> dict[str, list]:
         """The rows with every untimed tick's time; ValueError when the output as a whole cannot be used."""
+        for tag, entry in self.unknown_tags.items():
+            entry["message"] = _unknown_field_message(
+                f"tag {tag!r} (a dmon column)", entry["line"], self.unknown_rows[tag], "row",
+                "its column was left out (not in the DCGM field registry, apps/telemetry/fields.py)")
         if self.dcgmi_messages and (self.header is None or self.data_rows == 0):
             reported = self.dcgmi_messages[0]
             raise ValueError(f"dcgmi dmon printed no data: line {reported['line']}: {reported['message']}")
@@ -432,7 +453,9 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
     skipped = 0
     samples = 0  # well-formed sample lines
     other_metrics: dict[str, int] = {}
-    unregistered: dict[str, int] = {}
+    unknown: dict[str, dict] = {}  # unknown DCGM_FI_* name -> its one error entry
+    unknown_lines: dict[str, int] = {}
+    labels_only: dict[str, int] = {}  # text fields (driver version...): known, never samples
     mig = 0
     pending: list[tuple[int, str | None, int, str, int, float, pd.Timestamp | None]] = []
 
@@ -460,9 +483,19 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
         samples += 1
         known = _exporter_field(name)
         if known is None:
+            if name.startswith("DCGM_FI_"):
+                if name not in unknown:
+                    unknown[name] = _error(number, name, "")
+                    unknown_lines[name] = 0
+                    errors.append(unknown[name])
+                unknown_lines[name] += 1
+            else:
+                skipped += 1
+                other_metrics[name] = other_metrics.get(name, 0) + 1
+            continue
+        if known.kind == fields.LABEL:
             skipped += 1
-            bucket = unregistered if name.startswith("DCGM_FI_") else other_metrics
-            bucket[name] = bucket.get(name, 0) + 1
+            labels_only[name] = labels_only.get(name, 0) + 1
             continue
         if labels.get("GPU_I_ID", "") != "":
             skipped += 1
@@ -486,6 +519,10 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
         uuid = labels.get("UUID") or labels.get("uuid") or ""
         pending.append((number, sample_host, known.id, uuid, int(gpu_text), value, stamp))
 
+    for name, entry in unknown.items():
+        entry["message"] = _unknown_field_message(
+            name, entry["line"], unknown_lines[name], "line",
+            "its samples were left out (not in the DCGM field registry, apps/telemetry/fields.py)")
     if samples == 0 and errors:
         first = errors[0]
         raise ValueError("no Prometheus text exposition found (expected lines like "
@@ -514,9 +551,9 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
 
     if mig:
         notes.append(_error(None, "GPU_I_ID", f"{mig} sample(s) of MIG instances skipped: Belvedere stores whole GPUs"))
-    if unregistered:
-        notes.append(_error(None, None, f"{sum(unregistered.values())} sample(s) of DCGM fields Belvedere does not "
-                                        "store skipped: " + ", ".join(sorted(unregistered))))
+    if labels_only:
+        notes.append(_error(None, None, f"{sum(labels_only.values())} sample(s) of DCGM text fields skipped (they are "
+                                        "labels, not values): " + ", ".join(sorted(labels_only))))
     if other_metrics:
         notes.append(_error(None, None, f"{sum(other_metrics.values())} sample(s) of metrics that are not DCGM "
                                         "fields skipped: " + ", ".join(sorted(other_metrics))))
