@@ -118,8 +118,9 @@ def verdict(bursts: list[dict], idle: list[float | None]) -> str:
     known = [value for value in idle if value is not None]
     if known:
         typical = float(np.median(known))
-        words += (f"; GPUs idle {_span_words(typical)} each" if typical > 0
-                  else "; the GPUs kept working meanwhile (asynchronous saves)")
+        partial = "" if len(known) == len(bursts) else f" (the {len(known)} of {len(bursts)} with GPU telemetry)"
+        words += (f"; GPUs idle {_span_words(typical)} each{partial}" if typical > 0
+                  else f"; the GPUs kept working meanwhile (asynchronous saves){partial}")
     else:
         words += "; no GPU telemetry at those times"
     return words

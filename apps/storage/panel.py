@@ -134,7 +134,7 @@ def context(job, request) -> dict:
                   storage_bursts=[{**burst, "size": human_bytes(burst["write_bytes"]),
                                    "rate": human_bytes(burst["peak_rate"], per_s=True),
                                    "at": clock(pd.Timestamp(burst["start"]).to_pydatetime(), timezone.now()),
-                                   "idle": (f"{burst['gpu_idle_s']:.0f} s" if burst.get("gpu_idle_s") is not None else "–")}
+                                   "idle": (f"{burst['gpu_idle_s']:.0f} s" if burst.get("gpu_idle_s") is not None else "no GPU telemetry")}
                                   for burst in numbers.get("bursts") or []])
     return result
 

@@ -33,7 +33,7 @@ def test_bursts_stand_out_of_the_steady_level_and_the_verdict_says_them():
     idle = bursts.idle_during(found, gpu_times, activity, 60)
     assert idle == [round(2 * 60 * (1 - 0.05 / 0.9)), None]  # two buckets at 0.05 of the usual 0.9
     words = bursts.verdict(found, idle)
-    assert words == "Checkpoints: 2 bursts of ~2.4 TB every 60 min, writing at 20 GB/s; GPUs idle 113 s each"
+    assert words == "Checkpoints: 2 bursts of ~2.4 TB every 60 min, writing at 20 GB/s; GPUs idle 113 s each (the 1 of 2 with GPU telemetry)"
     assert bursts.find_bursts(times, np.full(len(times), 5e6), 60) == []  # steady: no burst
 
 
