@@ -15,7 +15,8 @@ from apps.core.numbers import clock, count
 from apps.core.panels import Fact, Finding, PanelSummary
 
 from .assessment import AFTER, BEFORE, DURING, START, WINDOW, assess, exclude_action
-from .selectors import job_vetting_rows
+from .gpu_health import FAILED, job_words
+from .selectors import job_gpu_health, job_vetting_rows
 
 ANCHOR = "#panel-vetting"
 PHASE_WORDS = {BEFORE: "before the start", START: "this allocation's vetting", DURING: "during the job", AFTER: "after the job ended"}
@@ -32,9 +33,10 @@ def assessment(job):
         ran = job.run_window(now, open_end=True)  # a job not started is judged as if it started now
         start, end = ran or (now, None)
         rows = job_vetting_rows(job, start=start, end=end, now=now, window=WINDOW)
+        health = job_gpu_health(job, start=start, end=end or now) if ran else []
         cached = (assess(job.node_list, start=start, end=end, now=now,
                          latest_before=rows["latest_before"], bad=rows["bad"], states=rows["states"],
-                         checked_since=rows["checked_since"] if ran else 0), rows["runs"])
+                         checked_since=rows["checked_since"] if ran else 0), rows["runs"], health)
         job.__dict__[_CACHE] = cached
     return cached
 
@@ -43,7 +45,7 @@ def context(job, request=None) -> dict:
     found = assessment(job)
     if found is None:
         return {"vetting": None}
-    vetting, runs = found
+    vetting, runs, health = found
     level, verdict = vetting.verdict()
     node_url = reverse("vetting:node", args=["HOSTNAME"])
 
@@ -72,6 +74,10 @@ def context(job, request=None) -> dict:
                   "passed": run.passed, "hosts": count(run.hosts, "node"), "failed": len(run.failed_hosts),
                   "failed_hosts": ", ".join(run.failed_hosts[:6]) + (" …" if len(run.failed_hosts) > 6 else "")} for run in runs],
         "history_url": reverse("vetting:index") + f"?job={job.job_id}",
+        # GPU-health counters that rose (or flags newly set) on its GPUs while it ran; [] says nothing
+        "gpu_health": [{"host": c.host, "node_url": node_url.replace("HOSTNAME", c.host), "gpu": c.gpu, "field": c.field,
+                        "name": c.name, "level": c.level, "before": c.before, "after": c.after, "rise": c.rise,
+                        "what": c.what, "first_seen": clock(c.first_seen, vetting.now), "words": c.words} for c in health],
     }}
 
 
@@ -79,9 +85,19 @@ def summary(job) -> PanelSummary | None:
     found = assessment(job)
     if found is None:
         return None
-    vetting, _ = found
+    vetting, _, health = found
     total = len(vetting.hosts)
     findings = []
+    serious = [c for c in health if c.level != "noted"]
+    if serious:
+        level = "critical" if any(c.level == FAILED for c in serious) else "warning"
+        hosts = list(dict.fromkeys(c.host for c in serious))
+        findings.append(Finding(level, f"GPU health counters rose while this job {'runs' if vetting.running else 'ran'}: "
+                                + job_words(serious), exclude_action(hosts), ANCHOR, "vetting"))
+    noted = [c for c in health if c.level == "noted"]
+    if noted:
+        findings.append(Finding("info", "GPU health counters changed during the job (no action by themselves): " + job_words(noted),
+                                "", ANCHOR, "vetting"))
     during = vetting.phase(DURING)
     if during:
         findings.append(Finding("critical", _title(during, "while this job " + ("runs" if vetting.running else "ran")),

@@ -207,3 +207,41 @@ def job_vetting_rows(job, *, start, end, now, window: timedelta) -> dict:
     states = [NodeState(host, state, moment, reason) for host, state, moment, reason in
               NodeHealth.objects.filter(host__in=hosts).exclude(state=NodeHealthStateChoices.HEALTHY).values_list("host", "state", "since", "reason")]
     return {"runs": runs, "latest_before": latest, "bad": bad, "checked_since": since.values("host").distinct().count(), "states": states}
+
+
+# --- GPU-health counters (the telemetry store) ---------------------------------------------------------------
+
+GPU_HEALTH_BUCKETS = 16  # a job or window of any length is judged from at most ~17 buckets per GPU series
+
+
+def gpu_health_aggregate(*, start, end, cluster: str | None = None, hosts=None, buckets: int = GPU_HEALTH_BUCKETS):
+    """The GPU-health fields (``gpu_health.HEALTH_FIELDS``) of ``hosts`` (None: every node) in [start, end), as
+    per-bucket min and max per GPU series — one store query, a bounded table, no SQL. None where the telemetry
+    store cannot be read (the caller says nothing rather than something wrong)."""
+    import math
+
+    from apps.telemetry.backends.base import Query, TelemetryUnavailable
+    from apps.telemetry.store import telemetry_store
+
+    from .gpu_health import HEALTH_FIELDS
+
+    if end <= start or (hosts is not None and not list(hosts)):
+        return None
+    step = max(60, math.ceil((end - start).total_seconds() / max(1, buckets)))
+    query = Query(start=start, end=end, cluster=cluster or None, hosts=tuple(hosts) if hosts is not None else None,
+                  fields=HEALTH_FIELDS)
+    try:
+        return telemetry_store().aggregate(query, step, ("min", "max"))
+    except TelemetryUnavailable:
+        return None
+
+
+def job_gpu_health(job, *, start, end):
+    """The health counters that changed on ``job``'s GPUs between ``start`` and ``end`` (``gpu_health.HealthChange``,
+    most severe first); [] when none did or the store cannot say."""
+    from .gpu_health import judge
+
+    aggregate = gpu_health_aggregate(start=start, end=end, cluster=job.cluster.name, hosts=list(job.node_list or []))
+    if aggregate is None:
+        return []
+    return [change for change in judge(aggregate, since=start) if change.new]

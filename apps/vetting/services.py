@@ -471,3 +471,48 @@ def run_target(user, token_job, *, cluster_name: str | None, job_id: int | None)
             raise IngestRefused(f"no cluster {name}", status=404)
         cluster = Cluster.objects.create(name=name)
     return cluster, job, user.get_username()
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU-health counters -> node states
+
+
+GPU_HEALTH_ACTOR = "gpu-health counters"
+
+
+def gpu_health_evaluate(*, now=None, window: timedelta | None = None, hosts=None, cluster: str | None = None) -> dict:
+    """Raise the state of nodes whose GPU-health counters rose (or show a failing flag) in the last ``window``
+    (``VETTING_GPU_HEALTH_WINDOW_SECONDS``, default one hour): ``gpu_health`` judges, this records. Like the rules
+    it only raises a state (suspect, drain recommended), with the reason naming GPU and counter, and it is
+    idempotent: a node already there stays, and evidence older than a node's last state change (a staff clear
+    or return) does not bring it back."""
+    from .gpu_health import judge, node_verdicts
+    from .selectors import gpu_health_aggregate
+
+    now = now or timezone.now()
+    window = window or timedelta(seconds=getattr(settings, "VETTING_GPU_HEALTH_WINDOW_SECONDS", 3600))
+    aggregate = gpu_health_aggregate(start=now - window, end=now, cluster=cluster, hosts=hosts)
+    if aggregate is None:
+        return {"nodes": 0, "raised": 0, "store": "unavailable"}
+    verdicts = node_verdicts(judge(aggregate, since=now - window, levels=("failed", "degraded")))
+    raised = 0
+    current = {health.host: health for health in NodeHealth.objects.filter(host__in=list(verdicts))}
+    for host, verdict in verdicts.items():
+        health = current.get(host)
+        if health is not None and health.state in ("healthy", "returned"):
+            changes = [c for c in verdict.changes if c.first_seen >= health.since]
+            if not changes:
+                continue  # staff cleared or returned the node after this evidence
+        with transaction.atomic():
+            health, _ = NodeHealth.objects.select_for_update().get_or_create(host=host, defaults={"since": now})
+            target = rule_target(health.state, "drain_recommended" if verdict.state == "drain_recommended" else "suspect")
+            if target is None:
+                continue
+            reason = verdict.reason[:500]
+            NodeHealthEvent.objects.create(host=host, from_state=health.state, to_state=target, action="rule",
+                                           actor=GPU_HEALTH_ACTOR, reason=reason)
+            health.state, health.since, health.reason, health.severity = target, now, reason, verdict.severity
+            health.acknowledged_by, health.acknowledged_at = "", None
+            health.save()
+            raised += 1
+    return {"nodes": len(verdicts), "raised": raised}

@@ -29,16 +29,22 @@ def evaluate_run_task(self, run_pk: int) -> dict:
 
 @shared_task(name="vetting.evaluate_rules", **IDEMPOTENT)
 def evaluate_rules_task() -> dict:
-    """Every enabled rule over every node (beat, every VETTING_RULES_SECONDS): windows move with time."""
+    """Every enabled rule over every node, then the GPU-health counters of the last hour (beat, every
+    VETTING_RULES_SECONDS): windows move with time."""
     from .services import rules_evaluate
 
+    from .services import gpu_health_evaluate
+
     task = TaskRun.objects.create(name="vetting.evaluate_rules", subject="all nodes")
-    task.start("evaluating the rules", total=1)
+    task.start("evaluating the rules and the GPU-health counters", total=2)
     try:
         outcome = rules_evaluate()
+        task.report(1, f"{outcome['findings']} findings, {outcome['created']} new recommendations")
+        health = gpu_health_evaluate()  # idempotent: only raises states, never twice for the same evidence
     except Exception as exc:
         task.finish(error=str(exc)[:400])
         raise
-    task.report(1, f"{outcome['findings']} findings, {outcome['created']} new recommendations")
+    task.report(2, f"{outcome['findings']} findings, {outcome['created']} new recommendations; "
+                   f"GPU health: {health['raised']} node(s) raised")
     task.finish()
-    return outcome
+    return {**outcome, "gpu_health": health}
