@@ -101,13 +101,19 @@ def _number(value: float) -> str:
 
 def _counter_rise(buckets: pd.DataFrame) -> tuple[float, int | None]:
     """How much a cumulative counter rose over ordered buckets (min, max each), and the first bucket it rose in.
-    A drop (driver reload, GPU reset) restarts the count from the lower value: rises before and after add up."""
+    A drop (driver reload, GPU reset) restarts the count from the lower value: rises before and after add up
+    (a rise inside the very bucket of the reset shows one bucket later, against that bucket's minimum)."""
     total, first = 0.0, None
     mins, maxs = buckets["min"].to_numpy(dtype=float), buckets["max"].to_numpy(dtype=float)
     level = mins[0]
     for i, (low, high) in enumerate(zip(mins, maxs)):
-        if low < level:  # reset inside or before this bucket
+        if low < level:  # a reset in this bucket: its max may be from before it, count only what exceeds the old level
+            rose = high - level
             level = low
+            if rose > 0:
+                total += rose
+                first = i if first is None else first
+            continue  # what rose after the reset shows in the next bucket's max against the low
         if high > level:
             total += high - level
             level = high
