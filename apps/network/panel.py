@@ -13,6 +13,8 @@
 """
 from __future__ import annotations
 
+import math
+
 from django.urls import NoReverseMatch, reverse
 
 from apps.core.numbers import significant
@@ -92,10 +94,15 @@ def context(job, request) -> dict:
         out["network_no_counters"] = True
         return out
     totals = data["totals"]
+    if any("retries" in (item.get("kinds") or ["retries"]) for item in data["outliers"]):
+        # a NIC that retries stands out on the retry scale (0-100 %), hardly on throughput: show that first
+        out["network_metrics"] = sorted(out["network_metrics"], key=lambda pair: pair[0] != "retries")
     out.update(
         network_verdict=verdict(job, data),
         network_outliers=[{**item, "retry_words": percent_words(item.get("retry_fraction")),
-                           "peers_words": percent_words(item.get("peers_retry_fraction"))} for item in data["outliers"]],
+                           "peers_words": percent_words(item.get("peers_retry_fraction")),
+                           "retries_words": _big(item.get("retries")), "tx_packets_words": _big(item.get("tx_packets"))}
+                          for item in data["outliers"]],
         network_reporting=data["reporting"], network_expected=len(job.node_list or []) * 4,
         network_step=data["step_s"],
         network_mean_tx=rate_words(float(totals["tx_bytes_s"].median())) if len(totals) else "–",
@@ -104,3 +111,14 @@ def context(job, request) -> dict:
                          "share_words": f"{significant(100 * item['share'], 2)} %"} for item in selectors.group_traffic(job, totals)],
     )
     return out
+
+
+def _big(value) -> str:
+    """A counter in words a person reads at a glance: ``5845496499`` -> ``5.85 billion``, ``31200`` -> ``31,200``."""
+    if value is None or not math.isfinite(float(value)):
+        return "–"
+    value = float(value)
+    for scale, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
+        if abs(value) >= scale:
+            return f"{significant(value / scale)} {word}"
+    return f"{value:,.0f}"

@@ -12,7 +12,8 @@ each bucket:
   count restarts at zero) — the step is the new value, never negative. Inside a bucket the largest sample
   (``max``) is the last one before the reset, so the bucket moved ``max - first + last``;
 * the first bucket of a NIC has only its own samples: its span is ``step x (count - 1) / count`` (samples spread
-  evenly), none with one sample.
+  evenly), none with one sample; a bucket holding fewer samples than the NIC's usual count (the one still filling
+  while the job runs) spans only that share of its step, so it does not read as a drop.
 
 :func:`nic_rates` gives per NIC and bucket: bytes/s and packets/s in and out, retries/s, the **retry fraction**
 (Δnic_retries / Δnic_tx_packets), link-down events. :func:`nic_totals` sums a NIC over the window.
@@ -97,8 +98,12 @@ def counter_steps(frame: pd.DataFrame, step_s: float) -> pd.DataFrame:
     between = np.where(new_series, 0.0, between)
     buckets = ((frame["bucket"] - pd.Timestamp(0, tz="UTC")) / pd.Timedelta(seconds=1)).to_numpy(float)
     previous = np.concatenate([[np.nan], buckets[:-1]])
+    # A bucket after another spans from the one before; one holding fewer samples than the series' usual count (the
+    # last bucket of a running job, still filling) only the share of its step that its samples cover.
+    usual = pd.Series(count).groupby(key.to_numpy()).transform("median").to_numpy(float)
+    filled = np.clip(count / np.maximum(usual, 1.0), 0.0, 1.0)
     seconds = np.where(new_series, np.where(count >= 2, step_s * (count - 1) / np.maximum(count, 1), np.nan),
-                       buckets - previous)
+                       buckets - previous - step_s + step_s * filled)
     out = frame[["bucket", "host", "nic", "field"]].copy()
     out["delta"] = within + between
     out["seconds"] = seconds

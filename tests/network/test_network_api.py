@@ -1,4 +1,5 @@
 """The network API and panel: who may read a job's NICs, what the answer holds, the demo's degraded NIC."""
+import re
 from datetime import timedelta
 
 import pandas as pd
@@ -114,3 +115,6 @@ def test_the_panel_and_first_screen_name_the_nic(job, client, make_user):
     page = client.get("/jobs/alps/5/").content.decode()
     assert "hsn2 on nid000473 retries 30 % of its packets — its node&#x27;s GPUs keep pace so far." in page
     assert 'data-heatmap-url="/api/v1/jobs/alps/5/network/heatmap/"' in page
+    # the colour that shows the NIC comes first (retries on 0-100 %), and its counters read at a glance
+    assert re.search(r'<select id="nmetric"[^>]*><option value="retries">', page)
+    assert re.search(r"— [\d.]+ (million|billion) retries of [\d.]+ (million|billion) packets sent", page)

@@ -177,3 +177,14 @@ def test_empty_input():
     assert na.nic_rates(empty, 60).empty
     assert na.nic_totals(na.nic_rates(empty, 60)).empty
     assert na.nic_outliers(na.nic_rates(empty, 60)) == []
+
+
+def test_the_bucket_still_filling_reads_at_the_nics_rate_not_as_a_drop():
+    # 30 min at 10 s, then 40 s more: the last 120 s bucket holds 4 of its 12 samples (a running job's newest data)
+    samples = counters(HOSTS[:2], minutes=32, bytes_s=5e9)
+    samples = samples[samples["ts"] < T0 + pd.Timedelta(seconds=30 * 60 + 40)]
+    rates = na.nic_rates(aggregate(samples, 120), 120)
+    last = rates[rates["bucket"] == rates["bucket"].max()]
+    full = rates[rates["bucket"] == rates["bucket"].max() - pd.Timedelta(seconds=120)]
+    assert len(last) == 8 and last["tx_bytes_s"].to_numpy() == pytest.approx(5e9, rel=0.05)
+    assert full["tx_bytes_s"].to_numpy() == pytest.approx(5e9, rel=0.05)
