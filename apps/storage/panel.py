@@ -146,6 +146,25 @@ def _line(x, y, name, colour, hover, **extra) -> dict:
             "hovertemplate": hover + "<extra></extra>", **extra}
 
 
+def _broken(times, values) -> tuple[list, list]:
+    """ISO times and values with a break (None) where nothing was logged for more than three usual intervals: a line
+    across the silence would draw a ramp that never happened."""
+    times = np.asarray(times, dtype="datetime64[ns]")
+    stamps, out = selectors._iso(times), list(values)
+    if len(times) < 3:
+        return stamps, out
+    gaps = np.diff(times.astype("int64"))
+    limit = 3 * float(np.median(gaps))
+    x, y = [stamps[0]], [out[0]]
+    for i in range(1, len(times)):
+        if gaps[i - 1] > limit:
+            x.append(stamps[i - 1])
+            y.append(None)
+        x.append(stamps[i])
+        y.append(out[i])
+    return x, y
+
+
 def storage_figure(job, query) -> dict:
     """Plotly JSON: rates, metadata ops, GPU activity and tokens/s on one time axis, bursts shaded on each."""
     numbers = selectors.job_storage(job)
@@ -168,8 +187,8 @@ def storage_figure(job, query) -> dict:
     coverage = numbers["coverage"]
     tokens = selectors.tokens_per_s(job, start=pd.Timestamp(coverage["first"]).to_pydatetime() - timedelta(minutes=5))
     if len(tokens):
-        rows.append(("tokens/s", [_line(selectors._iso(tokens["ts"].dt.tz_convert(None).to_numpy("datetime64[ns]")),
-                                        tokens["value"].round(1).tolist(), "tokens/s", COLOURS["tokens"], "%{y:,.0f} tokens/s")]))
+        x, y = _broken(tokens["ts"].dt.tz_convert(None).to_numpy("datetime64[ns]"), tokens["value"].round(1).tolist())
+        rows.append(("tokens/s", [_line(x, y, "tokens/s", COLOURS["tokens"], "%{y:,.0f} tokens/s")]))
     body.update(_layout(rows, body["bursts"], gpu_axis=gpu is not None))
     return body
 

@@ -145,3 +145,14 @@ def test_the_demo_feeder_sends_the_spans_readings_through_the_parser(jobs, store
     stored = store.read_job_series("alps", 1, names=[f"lustre/{demo.OSTS[0]}/write_bytes"])
     assert len(stored) == 10 and stored["value"].is_monotonic_increasing
     assert store.read_job_series("alps", 2).empty  # only the jobs the build gave I/O
+
+
+def test_the_tokens_line_breaks_where_nothing_was_logged():
+    from apps.storage.panel import _broken
+
+    times = np.array(["2026-01-01T00:00", "2026-01-01T00:01", "2026-01-01T00:02", "2026-01-01T00:20", "2026-01-01T00:21"],
+                     dtype="datetime64[ns]")
+    x, y = _broken(times, [5.0, 6.0, 7.0, 1.0, 2.0])
+    assert y == [5.0, 6.0, 7.0, None, 1.0, 2.0]  # no ramp drawn across the 18 silent minutes
+    assert x[0] == "2026-01-01T00:00:00Z" and x[4] == "2026-01-01T00:20:00Z"
+    assert _broken(times[:3], [1.0, 2.0, 3.0])[1] == [1.0, 2.0, 3.0]
