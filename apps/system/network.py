@@ -39,7 +39,7 @@ def network_summary(load: LinkLoad | None, groups: list[int], job_groups: Mappin
                     minutes: int) -> dict:
     """The verdict, coverage line, the matrix (``z`` in percent, None where unmeasured) and the busiest pairs."""
     if load is None or not load.pairs:
-        return {"verdict": None, "note": NO_COUNTERS.format(minutes=minutes), "matrix": None, "busiest": []}
+        return {"verdict": None, "note": NO_COUNTERS.format(minutes=minutes), "matrix": None, "busiest": [], "per_group": {}}
     ranked = sorted((pair for pair in load.pairs.values() if pair.fraction is not None),
                     key=lambda pair: (-pair.fraction, pair.a, pair.b))
     top = ranked[0]
@@ -60,7 +60,19 @@ def network_summary(load: LinkLoad | None, groups: list[int], job_groups: Mappin
     busiest = [{"a": pair.a, "b": pair.b, "percent": round(100 * pair.fraction, 1), "links": pair.links,
                 "gb_per_s": round(pair.bytes_per_s / 1e9, 2), "jobs": sharing_jobs((pair.a, pair.b), job_groups)}
                for pair in ranked[:5]]
-    return {"verdict": verdict, "note": note, "matrix": {"groups": groups, "z": z}, "busiest": busiest}
+    per_group: dict[int, dict] = {}
+    for pair in ranked:  # ranked busiest first: each group keeps its busiest pair
+        for group, other in ((pair.a, pair.b), (pair.b, pair.a)):
+            per_group.setdefault(group, {"busiest_pair_percent": round(100 * pair.fraction, 1), "with_group": other})
+    return {"verdict": verdict, "note": note, "matrix": {"groups": groups, "z": z}, "busiest": busiest,
+            "per_group": per_group}
+
+
+def with_group_network(groups: list[dict], summary: dict) -> list[dict]:
+    """The per-group load rows with ``network``: the load of the group's busiest global-link pair (None where its
+    pairs were not measured)."""
+    per_group = summary.get("per_group") or {}
+    return [{**row, "network": per_group.get(row.get("group"))} for row in groups]
 
 
 def filesystem_summary(rates: list[dict], jobs_read: int, jobs_running: int) -> dict:

@@ -24,7 +24,8 @@ What the numbers mean
 * The histogram spreads each job's steady-state score (per GPU where the record has per-GPU scores) over
   the job's whole overlap with the window: it says how many GPU-hours were spent at which saturation, not
   when. GPUs without a score go to the ``unscored`` bin, never guessed.
-* ``network`` is ``None`` everywhere: no Slingshot switch or NIC counters are ingested yet.
+* ``network`` is ``None`` here: the network load comes from the switches' port counters (``network.py``), which
+  the page and the API join to the groups.
 """
 from __future__ import annotations
 
@@ -38,7 +39,6 @@ BIN_WIDTH = 10  # saturation points per histogram bin
 BIN_LABELS = [f"{low}-{low + BIN_WIDTH}" for low in range(0, 100, BIN_WIDTH)]
 UNSCORED = "unscored"
 HIDDEN_LABEL = "another project's job"
-NETWORK_NOTE = "no network counters yet: Slingshot switch and NIC counters are not ingested, so network load is unknown"
 
 
 @dataclass(frozen=True)

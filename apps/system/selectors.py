@@ -126,8 +126,6 @@ def system_overview(user, cluster: str | None = None, now=None, *, histogram: bo
         "worst_jobs": overview.worst_jobs(public),
         "groups": groups,
         "switches": switches,
-        "network": None,
-        "network_note": overview.NETWORK_NOTE,
         "histogram": {name: overview.histogram(rows, name) for name in WINDOWS} if histogram else None,
         "histogram_note": ("Each job's steady-state score (per GPU where known) spread over its whole overlap with the "
                            "window: GPU-hours at each saturation level, not when they happened."),

@@ -9,7 +9,7 @@ import json
 
 from plotly.utils import PlotlyJSONEncoder
 
-from .network import matrix_figure
+from .network import matrix_figure, with_group_network
 from .selectors import system_histogram, system_map, system_network, system_overview
 
 DATA_KEYS = ("generated", "totals", "coverage", "jobs", "groups", "switches", "map")
@@ -21,10 +21,10 @@ class SystemView(LoginRequiredMixin, TemplateView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         answer = system_overview(self.request.user, histogram=False)  # the histogram comes with the figures' JSON
-        context.update({key: answer[key] for key in ("generated", "totals", "coverage", "worst_jobs", "groups",
-                                                     "network_note", "histogram_note")})
+        context.update({key: answer[key] for key in ("generated", "totals", "coverage", "worst_jobs", "histogram_note")})
         loads = system_network(self.request.user)
-        context.update(network=loads["network"], filesystem=loads["filesystem"])
+        context.update(network=loads["network"], filesystem=loads["filesystem"], network_note=loads["network"]["note"],
+                       groups=with_group_network(answer["groups"], loads["network"]))
         if loads["network"]["matrix"]:
             context["network_figure"] = json.loads(json.dumps(matrix_figure(loads["network"]["matrix"]),
                                                               cls=PlotlyJSONEncoder))

@@ -55,3 +55,8 @@ def test_demo_busy_global_link_is_shared_by_the_megatron_run(client, make_user):
     assert page.status_code == 200 and b'id="link-verdict"' in page.content and b"83 %" in page.content
     system = client.get("/system/")
     assert system.status_code == 200 and b"network-matrix" in system.content
+    # the groups of the busy pair say it in their row of the load table, and the API gives the same
+    assert f"<td>{busy.a}</td>".encode() in system.content and f"83.0 % <span class=\"muted small\">(↔ {busy.b})".encode() in system.content
+    groups = {row["group"]: row["network"] for row in client.get("/api/v1/system/overview/").json()["groups"]}
+    assert groups[busy.a] == {"busiest_pair_percent": 83.0, "with_group": busy.b}
+    assert all(value is None or value["busiest_pair_percent"] < 20 for group, value in groups.items() if group not in (busy.a, busy.b))

@@ -15,7 +15,9 @@ class LoadRow(serializers.Serializer):
     mean_s = serializers.FloatField(allow_null=True,
                                     help_text="GPU-weighted mean saturation score (0-100) of the scored jobs there.")
     idle_gpus = serializers.IntegerField(min_value=0)
-    network = serializers.JSONField(allow_null=True, help_text="Always null: no network counters are ingested yet.")
+    network = serializers.JSONField(allow_null=True, help_text="Groups: the load of the group's busiest global-link pair "
+                                    "({busiest_pair_percent, with_group}) from the switches' port counters, null where "
+                                    "unmeasured; switches: null.")
 
 
 class RunningJob(serializers.Serializer):
@@ -94,7 +96,9 @@ class SystemOverviewResponse(serializers.Serializer):
     jobs = RunningJob(many=True)
     groups = LoadRow(many=True)
     switches = LoadRow(many=True)
-    network = serializers.JSONField(allow_null=True)
-    network_note = serializers.CharField()
+    network = serializers.JSONField(allow_null=True, help_text="Network load per group pair from the switches' port counters "
+                                    "(verdict, note, matrix of percent, busiest pairs with the jobs spanning both) and the "
+                                    "file-system load of the running jobs (filesystem).")
+    network_note = serializers.CharField(help_text="What the network numbers cover (ports measured, minutes), or why there are none.")
     histogram = Histograms()
     histogram_note = serializers.CharField()

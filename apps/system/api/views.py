@@ -3,7 +3,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ..selectors import system_overview
+from ..network import with_group_network
+from ..selectors import system_network, system_overview
 from .openapi import SystemOverviewResponse
 from .serializers import OverviewParams
 
@@ -21,4 +22,9 @@ class OverviewView(APIView):
         params = OverviewParams(data=request.query_params)
         params.is_valid(raise_exception=True)
         answer = system_overview(request.user, cluster=params.validated_data.get("cluster"))
+        loads = system_network(request.user, cluster=params.validated_data.get("cluster"))
+        summary = loads["network"]
+        answer.update(groups=with_group_network(answer["groups"], summary), network_note=summary["note"],
+                      network={**{key: summary[key] for key in ("verdict", "note", "matrix", "busiest")},
+                               "filesystem": loads["filesystem"]})
         return Response({key: answer[key] for key in PUBLIC_KEYS})
