@@ -184,9 +184,10 @@ def legacy():
 def test_exporter_legacy_names_and_Hostname_label(legacy):
     assert_canonical(legacy.frame)
     assert legacy.errors == [] and legacy.lines == 117
-    # 19 metrics x 4 GPUs + 1 DCGM_EXP_XID_ERRORS_COUNT; NVLINK_CRC (4) and the XID count are not
-    # stored fields, GPU 3's MEMORY_TEMP is DCGM's blank sentinel (line 18)
-    assert legacy.samples == 71 and legacy.skipped == 6
+    # 19 metrics x 4 GPUs + 1 DCGM_EXP_XID_ERRORS_COUNT; NVLINK_CRC is stored (a health counter), the XID count is
+    # not a stored field, GPU 3's MEMORY_TEMP is DCGM's blank sentinel (line 18)
+    assert legacy.samples == 75 and legacy.skipped == 2
+    assert set(legacy.frame[legacy.frame.field == 409].gpu) == {0, 1, 2, 3}
     ts = pd.Timestamp(SCRAPE)
     assert set(legacy.frame.ts) == {ts} and set(legacy.frame.host) == {"nid001234"}
     assert value(legacy, "nid001234", 0, 1001, ts) == 0.962118  # line 81
@@ -201,7 +202,7 @@ def test_exporter_legacy_names_and_Hostname_label(legacy):
     assert uuids[2] == "GPU-c2e47f18-96ab-41d3-8e0c-5f7a2b913d08"
     assert [note["line"] for note in legacy.notes if note["line"]] == [18]
     summary = " ".join(note["message"] for note in legacy.notes)
-    assert "DCGM_EXP_XID_ERRORS_COUNT" in summary and "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL" in summary
+    assert "DCGM_EXP_XID_ERRORS_COUNT" in summary
 
 
 def test_exporter_hostname_label_and_dcgm_46_names():

@@ -209,6 +209,16 @@ def test_counters_that_rose_during_the_job_are_on_its_first_screen_and_panel(job
     assert [(r["host"], r["gpu"], r["field"], r["rise"]) for r in rows] == [("nid000123", 2, 311, 4), ("nid000124", 0, 310, 25)]
 
 
+def test_the_job_page_lists_the_counters_that_changed(job_world, store, client, make_user):
+    job, start = job_world
+    store.write(health_frame(start=start, minutes=90, baseline={("nid000123", 2, 311): 306},
+                             changes=[("nid000123", 2, 311, 40, 310)]))
+    client.force_login(make_user("alice", accounts=["a-llm01"]))
+    page = client.get("/jobs/alps/7001/").content.decode()
+    section = page.split('id="vetting-gpu-health"', 1)[1].split("</ul>", 1)[0]
+    assert 'data-host="nid000123"' in section and "4 new double-bit ECC errors" in section
+
+
 def test_a_job_whose_counters_did_not_change_hears_nothing_about_them(job_world, store):
     from apps.vetting.panel import context, summary
 
