@@ -557,6 +557,10 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
         except registry.UnknownField as exc:
             bad("field", str(exc))
             continue
+        if dcgm_field.kind == registry.LABEL:
+            bad("field", f"{dcgm_field.display_name} ({dcgm_field.id}) is text (a label such as a version or a name), "
+                         "not a sample: it is not stored")
+            continue
         value = sample["value"]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             bad("value", f"value must be a finite number, not {_preview(value)}")

@@ -136,3 +136,12 @@ def test_the_fields_endpoint_lists_dcgm_and_network_fields(api_client, service):
     assert len(network["nic_tx_packets"]["driver_names"]) == 8
     assert network["nic_retries"]["kind"] == "counter" and network["nic_link_up"]["kind"] == "gauge"
     assert api_client.get("/api/v1/telemetry/fields/").status_code in (401, 403)
+
+
+def test_a_text_field_posted_as_a_sample_is_refused_by_name():
+    # dcgm-exporter carries the driver version as a label; a collector that posts it as a number gets told why
+    samples = [(1, {"ts": NOW.isoformat(), "host": "nid000001", "gpu": 0, "field": "DCGM_FI_DRIVER_VERSION", "value": 550}),
+               (2, {"ts": NOW.isoformat(), "host": "nid000001", "gpu": 0, "field": 1002, "value": 0.5})]
+    parsed = ingest.parse_batch(samples, now=NOW, default_cluster="alps")
+    assert len(parsed.frame) == 1 and [e.line for e in parsed.errors] == [1]
+    assert "DCGM_FI_DRIVER_VERSION (1) is text" in parsed.errors[0].message
