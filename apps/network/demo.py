@@ -8,7 +8,7 @@ At build time (after the GPU telemetry, before the saturation scores, which read
 * the demo user's jobs and every other running job: their run (coarse: at most ``history_points()`` per counter)
   and a running job's recent minutes at 10 s, all NICs healthy.
 
-The feeder (``network``, after ``telemetry``): every demo job running during the span gets its counters at 10 s
+The feeder (``network``, after ``telemetry``): every demo job running during the span gets its counters at 30 s
 (not 1 Hz: the demo stays small), the Megatron job's degraded NIC staying where it is. Counters are a function of
 the run's seconds (``synthetic.nic_counters``): a span fed twice writes the same keys, and the rates run on
 smoothly from build to feed.
@@ -27,7 +27,10 @@ from apps.telemetry.synthetic_jobs import default_planted, window_of_run
 
 from .synthetic import DEGRADED_NIC, grid, nic_chunks
 
-JOB_INTERVAL = 10  # seconds between a running job's samples
+JOB_INTERVAL = 10  # seconds between a running job's samples at build time
+# ... and while the demo runs: a NIC counter sampled every 30 s still fills every bucket of the heatmaps (120 s and
+# up) with four samples, at a third of the rows (at 10 s the feeder cost more than the GPU telemetry's)
+FEED_INTERVAL = 30
 HISTORY_INTERVAL = 60  # at least this between samples of a job's older history
 BATCH_ROWS = 400_000
 
@@ -113,7 +116,7 @@ def build(context: DemoContext) -> dict:
 
 @demo_feeder("network", order=61)
 def feed(context: FeedContext) -> dict:
-    """Every demo job running during the span: its NICs' counters at 10 s."""
+    """Every demo job running during the span: its NICs' counters at FEED_INTERVAL (30 s)."""
     from apps.jobs.models import Job
 
     jobs = (Job.objects.filter(cluster__name=DEMO_CLUSTER, source="demo", start_time__isnull=False, start_time__lt=context.end)
@@ -126,7 +129,7 @@ def feed(context: FeedContext) -> dict:
     writer, fed = _Writer(store), 0
     for job in jobs:
         hosts = list(job.node_list or [])
-        times = context.grid(JOB_INTERVAL, start=job.start_time, end=job.end_time)
+        times = context.grid(FEED_INTERVAL, start=job.start_time, end=job.end_time)
         if not hosts or not times:
             continue
         degraded = degraded_of(job) if job.pk == megatron else None

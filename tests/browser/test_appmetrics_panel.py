@@ -46,8 +46,11 @@ def demo(transactional_db, settings):
 
     from apps.jobs.models import Job
 
+    from apps.core.demo import feed_demo
+
     settings.JOB_PAGE_LIVE_SECONDS = 3  # the live update is the real one, only more often
     load_demo()
+    feed_demo(speed=1)  # a snapshot up to 15 min old is brought up to now, as the running demo's beat would
     cache.clear()
     job = Job.objects.get(name="megatron-gpt-175b-pretrain")
     _plant_checkpoints(job)
