@@ -837,26 +837,8 @@ class ElasticsearchBackend(TelemetryBackend):
         query = self._app_query(cluster, int(job_id), names, lo, hi)
         # (name, ts) is unique within one job: search_after on it pages without repeats or gaps
         sort = [{"name": {"order": "asc"}}, {"ts": {"order": "asc", "numeric_type": "date_nanos"}}]
-        rows = {name: [] for name in ("ts", "cluster", "job_id", "name", "step", "value")}
-        with self._errors("reading job series", self.app_index):
-            after = None
-            while True:
-                extra = {"search_after": after} if after is not None else {}
-                response = self._reader.search(
-                    index=self.app_index, query=query, size=self.page_size, sort=sort,
-                    source=["cluster", "job_id", "name", "step", "value"], track_total_hits=False,
-                    ignore_unavailable=True, allow_partial_search_results=False, **extra)
-                body = response.body
-                self._check_shards(body, "reading job series")
-                hits = (body.get("hits") or {}).get("hits") or []
-                for hit in hits:
-                    source = hit.get("_source") or {}
-                    rows["ts"].append(int(hit["sort"][1]))
-                    for column in ("cluster", "job_id", "name", "step", "value"):
-                        rows[column].append(source.get(column))
-                if len(hits) < self.page_size:
-                    break
-                after = hits[-1]["sort"]
+        rows = self._sorted_rows(self.app_index, query, sort, ("cluster", "job_id", "name", "step", "value"),
+                                 "reading job series")
         return app_frame_from_columns(rows["ts"], rows["cluster"], rows["job_id"], rows["name"], rows["step"],
                                       [_float(v) for v in rows["value"]])
 
@@ -915,29 +897,34 @@ class ElasticsearchBackend(TelemetryBackend):
         # (host, nic, field, ts) is unique within a cluster: search_after pages without repeats or gaps
         sort = [{"host": {"order": "asc"}}, {"nic": {"order": "asc"}}, {"field": {"order": "asc"}},
                 {"ts": {"order": "asc", "numeric_type": "date_nanos"}}]
-        rows = {name: [] for name in ("ts", "cluster", "host", "nic", "field", "value")}
-        with self._errors("reading network samples", self.net_index):
+        rows = self._sorted_rows(self.net_index, query, sort, ("cluster", "host", "nic", "field", "value"),
+                                 "reading network samples")
+        return net_frame_from_columns(rows["ts"], rows["cluster"], rows["host"], rows["nic"], rows["field"],
+                                      [_float(v) for v in rows["value"]])
+
+    def _sorted_rows(self, index: str, query: dict, sort: list, columns: tuple, what: str) -> dict:
+        """Every document of ``query`` in ``sort`` order, paged with ``search_after`` (the sort is unique, its last
+        key ``ts``): ``{"ts": [ns, ...], column: [...]}`` with each column as the documents hold it."""
+        rows = {name: [] for name in ("ts", *columns)}
+        with self._errors(what, index):
             after = None
             while True:
                 extra = {"search_after": after} if after is not None else {}
                 response = self._reader.search(
-                    index=self.net_index, query=query, size=self.page_size, sort=sort,
-                    source=["cluster", "host", "nic", "field", "value"], track_total_hits=False,
-                    ignore_unavailable=True, allow_partial_search_results=False, **extra)
+                    index=index, query=query, size=self.page_size, sort=sort, source=list(columns),
+                    track_total_hits=False, ignore_unavailable=True, allow_partial_search_results=False, **extra)
                 body = response.body
-                self._check_shards(body, "reading network samples")
+                self._check_shards(body, what)
                 hits = (body.get("hits") or {}).get("hits") or []
                 for hit in hits:
                     source = hit.get("_source") or {}
-                    rows["ts"].append(int(hit["sort"][3]))
-                    for column in ("cluster", "host", "nic", "field"):
+                    rows["ts"].append(int(hit["sort"][-1]))
+                    for column in columns:
                         rows[column].append(source.get(column))
-                    rows["value"].append(_float(source.get("value")))
                 if len(hits) < self.page_size:
                     break
                 after = hits[-1]["sort"]
-        return net_frame_from_columns(rows["ts"], rows["cluster"], rows["host"], rows["nic"], rows["field"],
-                                      rows["value"])
+        return rows
 
     def aggregate_net(self, cluster: str, step, hosts=None, nics=None, fields=None, start=None,
                       end=None) -> pd.DataFrame:
