@@ -103,23 +103,7 @@
     }
 
     if (coverage) coverage.dataset.words = (coverage.textContent || "").replace(/^\s*\S+\s+/, "").trim();
-    let started = false;
-    const start = () => { if (!started) { started = true; draw(); } };
-    if ("IntersectionObserver" in window) {
-      const observer = new IntersectionObserver((entries) => {
-        if (entries.some((entry) => entry.isIntersecting)) { observer.disconnect(); start(); }
-      }, { rootMargin: "300px 0px" });
-      observer.observe(element);
-    } else {
-      start();
-    }
-    if (live) {
-      const seconds = Number(element.dataset.liveSeconds) || 30;
-      setInterval(() => {
-        if (document.visibilityState !== "visible" || !started) return;
-        draw({ again: true });
-      }, seconds * 1000);
-    }
+    window.Belvedere.drawWhenSeen(element, draw, live);
     window.BelvedereAppMetrics = { redraw: () => draw({ again: true }) };
   }
 

@@ -1,4 +1,28 @@
 // Small progressive enhancements; every page works without JavaScript.
+
+// Shared by the job page's figures: draw one when it first comes near the viewport and, for a running job, again
+// every data-live-seconds (default 30) while the tab is visible; draw({again: true}) keeps the user's zoom.
+window.Belvedere = Object.assign(window.Belvedere || {}, {
+  drawWhenSeen(element, draw, live) {
+    let started = false;
+    const start = () => { if (!started) { started = true; draw(); } };
+    if ("IntersectionObserver" in window) {
+      const observer = new IntersectionObserver((entries) => {
+        if (entries.some((entry) => entry.isIntersecting)) { observer.disconnect(); start(); }
+      }, { rootMargin: "300px 0px" });
+      observer.observe(element);
+    } else {
+      start();
+    }
+    if (live) {
+      const seconds = Number(element.dataset.liveSeconds) || 30;
+      setInterval(() => {
+        if (document.visibilityState !== "visible" || !started) return;
+        draw({ again: true });
+      }, seconds * 1000);
+    }
+  },
+});
 document.addEventListener("DOMContentLoaded", () => {
   const toggle = document.querySelector(".nav-toggle");
   const nav = document.getElementById("site-nav");

@@ -30,7 +30,6 @@
     const verdict = document.getElementById("storage-verdict");
     let controller = null;
     let etag = null;
-    let started = false;
 
     async function draw({ again = false } = {}) {
       if (controller) controller.abort();
@@ -64,22 +63,7 @@
       if (verdict && body.verdict) verdict.textContent = `${body.verdict}.`;
     }
 
-    const start = () => { if (!started) { started = true; draw(); } };
-    if ("IntersectionObserver" in window) {
-      const observer = new IntersectionObserver((entries) => {
-        if (entries.some((entry) => entry.isIntersecting)) { observer.disconnect(); start(); }
-      }, { rootMargin: "300px 0px" });
-      observer.observe(element);
-    } else {
-      start();
-    }
-    if (live) {
-      const seconds = Number(element.dataset.liveSeconds) || 30;
-      setInterval(() => {
-        if (document.visibilityState !== "visible" || !started) return;
-        draw({ again: true });
-      }, seconds * 1000);
-    }
+    window.Belvedere.drawWhenSeen(element, draw, live);
   }
 
   document.querySelectorAll("#storage-figure[data-figure-url]").forEach(init);
