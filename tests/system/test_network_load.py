@@ -36,10 +36,12 @@ def test_filesystem_load_sums_the_running_jobs():
 def test_demo_busy_global_link_is_shared_by_the_megatron_run(client, make_user):
     from tests.demo_snapshot import load_demo
 
+    from apps.core.demo import feed_demo
     from apps.system.selectors import system_network
     from apps.topology.selectors import topology_current
 
     load_demo()
+    feed_demo(speed=1)  # a restored snapshot (up to 15 min old) brought up to now: the load is the last 10 minutes'
     staff = make_user("net-staff", is_staff=True)
     answer = system_network(staff)
     network = answer["network"]
