@@ -7,7 +7,8 @@ import pytest
 
 from apps.jobs.models import Job
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# What the demo planted: the store's network table on each engine is the contract suite's, the API's the tests beside.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.engine_independent]
 
 
 @pytest.fixture

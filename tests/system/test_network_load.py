@@ -33,6 +33,7 @@ def test_filesystem_load_sums_the_running_jobs():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.engine_independent  # what the demo planted; the load's reading is the plain tests above
 def test_demo_busy_global_link_is_shared_by_the_megatron_run(client, make_user):
     from tests.demo_snapshot import load_demo
 
