@@ -413,24 +413,33 @@ class ElasticsearchBackend(TelemetryBackend):
         properties = {"ts": {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"},
                       "cluster": {"type": "keyword"}, "job_id": {"type": "long"}, "name": {"type": "keyword"},
                       "step": {"type": "long"}, "value": {"type": "double"}}
+        return self._side_template(self.app_index, properties,
+                                   "job-scoped application series, one document per (cluster, job_id, name, ts)")
+
+    def _side_template(self, index: str, properties: dict, description: str) -> dict:
+        """A strict composable template for one index beside the samples' (job series, network samples), with the
+        samples' settings."""
         template = {"mappings": {"dynamic": "strict", "properties": properties}}
         settings = self.template_body()["template"].get("settings")
         if settings:
             template["settings"] = settings
-        return {"index_patterns": [self.app_index], "priority": self.template_priority, "template": template,
-                "_meta": {"managed_by": "belvedere",
-                          "description": "job-scoped application series, one document per (cluster, job_id, name, ts)"}}
+        return {"index_patterns": [index], "priority": self.template_priority, "template": template,
+                "_meta": {"managed_by": "belvedere", "description": description}}
 
-    def ensure_app_template(self) -> None:
-        """Install or update the job-series index template, named like the index (idempotent)."""
+    def _install_template(self, index: str, body: dict, what: str) -> None:
+        """Install or update the template named like ``index`` (idempotent); a 403 says how to install it once."""
         try:
-            with self._errors("installing the job series index template", f"_index_template/{self.app_index}"):
-                self.client.indices.put_index_template(name=self.app_index, **self.app_template_body())
+            with self._errors(f"installing the {what} index template", f"_index_template/{index}"):
+                self.client.indices.put_index_template(name=index, **body)
         except TelemetryUnavailable as exc:
             if "HTTP 403" not in str(exc):
                 raise
             raise TelemetryUnavailable(f"{exc}; install it once as a user with manage_index_templates and set "
                                        "OPTIONS manage_template=False") from exc.__cause__
+
+    def ensure_app_template(self) -> None:
+        """Install or update the job-series index template, named like the index (idempotent)."""
+        self._install_template(self.app_index, self.app_template_body(), "job series")
         self._app_template_ready = True
 
     def net_template_body(self) -> dict:
@@ -438,25 +447,12 @@ class ElasticsearchBackend(TelemetryBackend):
         properties = {"ts": {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"},
                       "cluster": {"type": "keyword"}, "host": {"type": "keyword"}, "nic": {"type": "keyword"},
                       "field": {"type": "keyword"}, "value": {"type": "double"}}
-        template = {"mappings": {"dynamic": "strict", "properties": properties}}
-        settings = self.template_body()["template"].get("settings")
-        if settings:
-            template["settings"] = settings
-        return {"index_patterns": [self.net_index], "priority": self.template_priority, "template": template,
-                "_meta": {"managed_by": "belvedere",
-                          "description": "network samples (NIC and switch-port counters), one document per "
-                                         "(cluster, host, nic, field, ts)"}}
+        return self._side_template(self.net_index, properties, "network samples (NIC and switch-port counters), one "
+                                                               "document per (cluster, host, nic, field, ts)")
 
     def ensure_net_template(self) -> None:
         """Install or update the network-sample index template, named like the index (idempotent)."""
-        try:
-            with self._errors("installing the network sample index template", f"_index_template/{self.net_index}"):
-                self.client.indices.put_index_template(name=self.net_index, **self.net_template_body())
-        except TelemetryUnavailable as exc:
-            if "HTTP 403" not in str(exc):
-                raise
-            raise TelemetryUnavailable(f"{exc}; install it once as a user with manage_index_templates and set "
-                                       "OPTIONS manage_template=False") from exc.__cause__
+        self._install_template(self.net_index, self.net_template_body(), "network sample")
         self._net_template_ready = True
 
     # -- writing -------------------------------------------------------------------------------
