@@ -8,14 +8,6 @@
   "use strict";
   const config = { responsive: true, displaylogo: false, scrollZoom: false };
 
-  const plotlyReady = () => new Promise((resolve, reject) => {
-    if (typeof Plotly !== "undefined") { resolve(); return; }
-    const started = Date.now();
-    const wait = setInterval(() => {
-      if (typeof Plotly !== "undefined") { clearInterval(wait); resolve(); }
-      else if (Date.now() - started > 60000) { clearInterval(wait); reject(new Error("the plotting library did not load")); }
-    }, 25);
-  });
 
   function ago(seconds) {
     if (seconds < 60) return `${Math.max(0, Math.round(seconds))} s`;
@@ -79,7 +71,7 @@
         if (again && next && next === etag) return;
         etag = next;
         body = await response.json();
-        await plotlyReady();
+        await window.Belvedere.plotlyReady();
       } catch (error) {
         if (error.name === "AbortError") return;
         if (!again) problem(error.message); // a live round that fails leaves the drawn figure; the next one tries again

@@ -3,6 +3,17 @@
 // Shared by the job page's figures: draw one when it first comes near the viewport and, for a running job, again
 // every data-live-seconds (default 30) while the tab is visible; draw({again: true}) keeps the user's zoom.
 window.Belvedere = Object.assign(window.Belvedere || {}, {
+  // Resolves once the plotting library (loaded with defer, maybe later than the caller) is there; fails after 60 s.
+  plotlyReady() {
+    return new Promise((resolve, reject) => {
+      if (typeof Plotly !== "undefined") { resolve(); return; }
+      const started = Date.now();
+      const wait = setInterval(() => {
+        if (typeof Plotly !== "undefined") { clearInterval(wait); resolve(); }
+        else if (Date.now() - started > 60000) { clearInterval(wait); reject(new Error("the plotting library did not load")); }
+      }, 25);
+    });
+  },
   drawWhenSeen(element, draw, live) {
     let started = false;
     const start = () => { if (!started) { started = true; draw(); } };

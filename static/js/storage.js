@@ -7,14 +7,6 @@
   "use strict";
   const config = { responsive: true, displaylogo: false, scrollZoom: false };
 
-  const plotlyReady = () => new Promise((resolve, reject) => {
-    if (typeof Plotly !== "undefined") { resolve(); return; }
-    const started = Date.now();
-    const wait = setInterval(() => {
-      if (typeof Plotly !== "undefined") { clearInterval(wait); resolve(); }
-      else if (Date.now() - started > 60000) { clearInterval(wait); reject(new Error("the plotting library did not load")); }
-    }, 25);
-  });
 
   function note(element, text, state) {
     const paragraph = document.createElement("p");
@@ -44,7 +36,7 @@
         if (again && next && next === etag) return;
         etag = next;
         body = await response.json();
-        await plotlyReady();
+        await window.Belvedere.plotlyReady();
       } catch (error) {
         if (error.name === "AbortError") return;
         if (!again) note(element, `The file-system activity could not be loaded: ${error.message}`, "error");
