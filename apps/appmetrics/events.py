@@ -37,7 +37,8 @@ what starts a dip, not what happens an hour into it:
 
 1. restart: an ``event.restart`` marker near, or a gap in the data joined to the dip;
 2. checkpoint: an ``event.checkpoint`` marker near, or at least 80 % of the job's GPUs idle in the same
-   bucket during the dip; the file-system write rate is added when ``write_bytes`` is known;
+   bucket during the dip; the file system's peak write rate near the dip's start is added when ``write_bytes``
+   is known (on the evidence's buckets, or on a grid of its own: ``write_times``, ``write_step_s``);
 3. evaluation: an ``event.evaluation`` marker near, or the hardware pattern of a forward-only phase: GPUs
    busy (under 20 % idle), tensor activity at least 20 % below and DRAM activity at least 10 % above their
    medians outside the dips;
@@ -88,7 +89,9 @@ class Evidence:
     ``throttle_kinds`` may name the kind for a boolean array ("power cap", "thermal").
     ``stragglers``: {"label", "start", "reason"}; ``markers``: {"name", "ts", "value"} with names
     event.checkpoint / event.evaluation / event.restart (value: seconds it took when known, else 1).
-    ``write_bytes``: bytes written to the file system per bucket.
+    ``write_bytes``: bytes written to the file system per bucket, of ``times`` or, when given, of its own grid
+    ``write_times`` (bucket starts) of ``write_step_s`` seconds (file-system counters are read at their own pace,
+    often over a longer span than the GPU telemetry).
     """
 
     times: np.ndarray
@@ -101,6 +104,8 @@ class Evidence:
     tensor_active: np.ndarray | None = None
     dram_active: np.ndarray | None = None
     throttle_kinds: dict[str, str] = field(default_factory=dict)
+    write_times: np.ndarray | None = None
+    write_step_s: float | None = None
 
 
 @dataclass
@@ -274,7 +279,15 @@ class _Context:
         self.idle = _optional(self.evidence.idle_share, length)[order]
         self.tensor = _optional(self.evidence.tensor_active, length)[order]
         self.dram = _optional(self.evidence.dram_active, length)[order]
-        self.writes = _optional(self.evidence.write_bytes, length)[order]
+        if self.evidence.write_times is not None:
+            self.write_buckets = to_ns(self.evidence.write_times)
+            write_order = np.argsort(self.write_buckets, kind="stable")
+            self.write_buckets = self.write_buckets[write_order]
+            self.write_step_s = float(self.evidence.write_step_s or self.step_s)
+            self.writes = _optional(self.evidence.write_bytes, len(self.write_buckets))[write_order]
+        else:
+            self.write_buckets, self.write_step_s = self.buckets, self.step_s
+            self.writes = _optional(self.evidence.write_bytes, length)[order]
         self.throttled = {label: self._throttle_array(array, length)[order]
                           for label, array in self.evidence.throttled.items()}
         self.tolerance_ns = int(max(2 * self.step_s, 2 * dt) * 1e9)
@@ -427,9 +440,11 @@ class _Context:
         if idle_max is not None and idle_max >= IDLE_TOGETHER:
             bucket = first + int(np.nanargmax(idle))
             parts.append(f"{idle_max * 100:.0f} % of the GPUs idle together at {_clock(int(self.buckets[bucket]))}")
-        writes = self.writes[first:last]
+        write_step_ns = int(self.write_step_s * 1e9)
+        writes = self.writes[int(np.searchsorted(self.write_buckets, lo - write_step_ns, side="right")):
+                             int(np.searchsorted(self.write_buckets, hi, side="left"))]
         if np.isfinite(writes).any() and np.nanmax(writes) > 0:
-            rate = float(np.nanmax(writes)) / self.step_s / 1e9
+            rate = float(np.nanmax(writes)) / self.write_step_s / 1e9
             parts.append(f"writes {rate:.1f} GB/s to the file system")
         return "checkpoint", ", ".join(parts)
 

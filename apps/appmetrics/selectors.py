@@ -14,6 +14,8 @@ import pandas as pd
 from apps.core.gpu_models import gpu_model_for
 from apps.saturation.models import JobSaturation
 from apps.telemetry.backends.base import TelemetryUnavailable
+from apps.telemetry.lustre import PREFIX as LUSTRE_PREFIX
+from apps.telemetry.lustre import job_io, reading_step
 from apps.telemetry.selectors import job_cube
 from apps.telemetry.store import telemetry_store
 
@@ -78,6 +80,19 @@ def _markers(series: pd.DataFrame) -> list[dict]:
             for name, ts, value in zip(marks["name"], marks["ts"].to_numpy("datetime64[ns]"), marks["value"])]
 
 
+def _writes(lustre: pd.DataFrame) -> dict:
+    """The job's writes to the file system from its Lustre job stats (the ``lustre/<target>/...`` series) as
+    :class:`events.Evidence` arguments on a grid of their own (bytes per bucket); {} when it has none."""
+    if lustre.empty:
+        return {}
+    step = reading_step(lustre)
+    rates = job_io(lustre, step)
+    if rates.empty:
+        return {}
+    return {"write_times": rates["time"].dt.tz_convert(None).to_numpy("datetime64[ns]"), "write_step_s": float(step),
+            "write_bytes": rates["write_bytes_per_s"].to_numpy(float) * step}
+
+
 def _iso(value) -> str | None:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return None
@@ -92,6 +107,9 @@ def job_efficiency(job) -> dict:
     except TelemetryUnavailable as exc:
         series = pd.DataFrame(columns=["ts", "name", "step", "value"])
         missing.append(f"application series unavailable: {exc}")
+    # the file system's job stats share the job's series; they are evidence, not the application's own rows
+    from_lustre = series["name"].astype(str).str.startswith(LUSTRE_PREFIX)
+    lustre, series = series[from_lustre], series[~from_lustre]
     record = model_config(job)
     config = model_config_of(record)
     cube = job_cube(job, efficiency.EVIDENCE_FIELDS)
@@ -113,9 +131,9 @@ def job_efficiency(job) -> dict:
     if flops_per_token and per_gpu and not peak:
         missing.append("no GPU peak for this GPU model: give gpu_peak_tflops in the model config")
     tensor_active = energy_per_token = None
-    event_list: list[dict] = []
+    hardware: dict = {}
     if cube is None:
-        missing.append("no GPU telemetry product for this job yet: events and energy need it")
+        missing.append("no GPU telemetry product for this job yet: energy, and what the GPUs did in each dip, need it")
     else:
         arrays = efficiency.evidence_arrays(list(cube.fields), cube.mean, cube.max, cube.labels())
         tensor_active = efficiency.mean_active(arrays["tensor_active"])
@@ -125,13 +143,16 @@ def job_efficiency(job) -> dict:
         else:
             energy_per_token = efficiency.energy_per_token(cube.buckets, float(cube.step), cube.max[:, energy_index, :],
                                                            ts, tps)
-        if len(ts):
-            evidence = events.Evidence(times=cube.buckets.astype("datetime64[ns]"), step_s=float(cube.step),
-                                       idle_share=arrays["idle_share"], throttled=arrays["throttled"],
-                                       stragglers=_stragglers(job), markers=_markers(series), write_bytes=None,
-                                       tensor_active=arrays["tensor_active"], dram_active=arrays["dram_active"])
-            event_list = [{**event, "start": _iso(event["start"]), "end": _iso(event.get("end"))}
-                          for event in events.find_events(ts, tps, evidence)]
+        hardware = {"times": cube.buckets.astype("datetime64[ns]"), "step_s": float(cube.step),
+                    "idle_share": arrays["idle_share"], "throttled": arrays["throttled"],
+                    "tensor_active": arrays["tensor_active"], "dram_active": arrays["dram_active"]}
+    event_list: list[dict] = []
+    if len(ts):
+        # markers, stragglers and file-system writes explain dips without GPU telemetry too
+        evidence = events.Evidence(**{"times": np.array([], dtype="datetime64[ns]"), "step_s": 0.0, **hardware},
+                                   stragglers=_stragglers(job), markers=_markers(series), **_writes(lustre))
+        event_list = [{**event, "start": _iso(event["start"]), "end": _iso(event.get("end"))}
+                      for event in events.find_events(ts, tps, evidence)]
     names = sorted(set(series["name"])) if len(series) else []
     return {
         "job": f"{job.cluster.name}/{job.job_id}",

@@ -354,6 +354,15 @@ def totals(frame: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def reading_step(frame: pd.DataFrame, least: int = 10, most: int = 600) -> int:
+    """The finest bucket the job's readings support: the median time between two readings (whole seconds, within
+    ``least`` .. ``most``); ``most`` with fewer than two readings."""
+    seconds = np.unique(pd.to_datetime(frame["ts"], utc=True).dt.as_unit("ns").astype("int64").to_numpy()) / 1e9
+    if len(seconds) < 2:
+        return int(most)
+    return int(min(max(round(float(np.median(np.diff(seconds)))), least), most))
+
+
 def job_io(frame: pd.DataFrame, step: int) -> pd.DataFrame:
     """Per epoch-aligned bucket of ``step`` seconds: ``time`` (bucket start, UTC) and the job's rates
     (``RATE_COLUMNS``) summed over targets, from its ``lustre/...`` series (other names are ignored). Each

@@ -4,6 +4,7 @@ import math
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from rest_framework.test import APIClient
 
 from apps.jobs.models import Cluster, Job
 from apps.jobs.services import job_token_issue
@@ -112,6 +113,40 @@ def test_efficiency_from_logged_throughput_and_a_stated_model(alice, job):
     assert body["mfu"] == pytest.approx(3125.0 * model["model_flops_per_token"] / 1e12)
     assert body["energy_per_token_j"] is None and body["events"] == []
     assert any("telemetry" in why for why in body["missing"])
+
+
+def _job_stats(at: float, written: int) -> str:
+    """One reading of ``lctl get_param obdfilter.*.job_stats`` with job 1's bytes written so far."""
+    return (f"obdfilter.scratch-OST0000.job_stats=\njob_stats:\n- job_id:          alps.1\n"
+            f"  snapshot_time:   {at:.9f} secs.nsecs\n"
+            f"  write_bytes:     {{ samples: {written >> 20}, unit: bytes, min: 1048576, max: 1048576, sum: {written}, sumsq: 0 }}\n")
+
+
+def test_without_gpu_telemetry_a_checkpoint_is_explained_by_its_marker_and_the_lustre_writes(alice, job, make_user,
+                                                                                              api_client):
+    # a steady 100,000 tokens/s every 10 s for 20 min; at 10:20 a 60-s checkpoint: throughput at a quarter, marked
+    start = T0.timestamp() + 600
+    body = [{"ts": start + i * 10, "step": i + 1, "tokens_per_s": 25_000.0 if 60 <= i < 66 else 100_000.0}
+            for i in range(120)]
+    body.append({"ts": start + 600, "event.checkpoint": 60.0})
+    assert alice.post("/api/v1/jobs/alps/1/metrics/", body, format="json").status_code in (200, 201)
+    # Lustre read every 30 s: 3 GB/s (90 GB per reading) during the checkpoint, nothing else
+    staff = APIClient()
+    staff.force_authenticate(make_user("ops", is_staff=True))
+    written = 0
+    for k in range(41):
+        at = start + 30 * k
+        if start + 600 < at <= start + 660:
+            written += 90 * 10**9
+        answer = staff.generic("POST", f"/api/v1/telemetry/import/?format=lustre-jobstats&cluster=alps&ts={at:.0f}",
+                               _job_stats(at, written), content_type="text/plain")
+        assert answer.status_code == 200, answer.content
+    efficiency = alice.get("/api/v1/jobs/alps/1/efficiency/").json()
+    [event] = efficiency["events"]
+    assert event["kind"] == "checkpoint" and event["start"].startswith("2026-11-24T10:20")
+    assert "(event.checkpoint, took 60 s), writes 3.0 GB/s to the file system" in event["reason"]
+    assert efficiency["coverage"]["names"] == ["event.checkpoint", "tokens_per_s"]  # the app's rows, not Lustre's
+    assert any("GPU telemetry" in why for why in efficiency["missing"])
 
 
 def test_efficiency_without_anything_says_what_is_missing(alice, job):

@@ -1,5 +1,6 @@
 """The application-metrics part of the demo: the running Megatron job logs its training (checkpoint dips every 30
 minutes, explained), and a strong-scaling series of one model at 32 to 512 GPUs exists for the demo user."""
+import re
 from datetime import datetime, timedelta
 
 import pytest
@@ -34,6 +35,11 @@ def test_the_megatron_jobs_efficiency_lists_checkpoints_every_half_hour(demo, cl
     assert len(checkpoints) >= 8  # six hours of the run
     gaps = [b - a for a, b in zip(checkpoints, checkpoints[1:])]
     assert all(timedelta(minutes=28) <= gap <= timedelta(minutes=32) for gap in gaps), gaps
+    # the storage part's Lustre job stats show each checkpoint's write burst: the reason says how fast it wrote
+    reasons = [event["reason"] for event in body["events"] if event["kind"] == "checkpoint"]
+    rates = [float(re.search(r"writes ([\d.]+) GB/s to the file system", reason).group(1)) for reason in reasons]
+    assert all(5 < rate < 100 for rate in rates), reasons
+    assert not any(name.startswith("lustre/") for name in body["coverage"]["names"])  # evidence, not the app's rows
 
 
 def test_the_scaling_runs_exist_with_their_model_and_throughput(demo):

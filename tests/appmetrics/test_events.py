@@ -94,6 +94,28 @@ def test_a_checkpoint_marker_alone_explains_a_dip():
     assert "file system" not in events[0]["reason"]
 
 
+def test_file_system_writes_on_their_own_grid_give_the_rate_near_the_checkpoint_only():
+    # Lustre read every 10 s over a longer span than the GPU telemetry (none here): 36 GB per 10 s while each
+    # checkpoint saves (3.6 GB/s), and a larger burst at 08:16:40, far from any dip, that explains nothing.
+    times, values, _ = checkpoint_job()
+    grid = pd.date_range(T0 - pd.Timedelta(hours=1), periods=int((HOURS + 1) * 360), freq="10s").tz_convert(None)
+    seconds = (grid - T0.tz_convert(None)).total_seconds().to_numpy()
+    writes = np.zeros(len(grid))
+    for second in CHECKPOINTS:
+        writes[(seconds >= second) & (seconds < second + 90)] = 36e9
+    writes[(seconds >= 1000) & (seconds < 1030)] = 99e9
+    markers = [{"name": "event.checkpoint", "ts": at(second - 5), "value": 88.0} for second in CHECKPOINTS]
+    evidence = Evidence(times=np.array([], dtype="datetime64[ns]"), step_s=0.0, markers=markers,
+                        write_bytes=writes, write_times=grid.to_numpy(), write_step_s=10.0)
+    events = find_events(times, values, evidence)
+    assert [event["kind"] for event in events] == ["checkpoint"] * 5
+    assert all("(event.checkpoint, took 88 s), writes 3.6 GB/s to the file system" in event["reason"] for event in events)
+    # a grid that does not reach the dips says nothing of the file system
+    early = Evidence(times=np.array([], dtype="datetime64[ns]"), step_s=0.0, markers=markers,
+                     write_bytes=writes[:300], write_times=grid.to_numpy()[:300], write_step_s=10.0)
+    assert not any("file system" in event["reason"] for event in find_events(times, values, early))
+
+
 def test_a_throttled_gpu_from_the_first_hour_is_one_open_ended_throttling_event():
     times, values = job()
     values[index(times, 3600):] *= 0.9
