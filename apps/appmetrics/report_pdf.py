@@ -549,6 +549,11 @@ def throughput_figure(facts: dict) -> Figure:
             if onset is not None:
                 bottom.axvline(onset, color=EVENT_COLOURS["straggler"], linestyle="--", linewidth=0.9)
                 top.axvline(onset, color=EVENT_COLOURS["straggler"], linestyle="--", linewidth=0.9) if ts else None
+        late = a_ts[0] - ts[0] if ts and a_ts[0] is not None and ts[0] is not None else None
+        if late is not None and late.total_seconds() > max(600.0, 0.05 * (end - ts[0]).total_seconds()):
+            # say where the GPUs' side starts, so an empty left part does not read as idle GPUs
+            bottom.text(0.01, 0.04, f"GPU telemetry only from {a_ts[0]:%Y-%m-%d %H:%M} UTC", transform=bottom.transAxes,
+                        fontsize=SMALL, color=MUTED, va="bottom")
         bottom.set_ylim(0, 128)  # headroom for the legend
         bottom.set_yticks([0, 25, 50, 75, 100])
         bottom.set_ylabel("% (GPU activity)", fontsize=BODY)
@@ -627,7 +632,13 @@ def saturation_figure(facts: dict) -> Figure:
         hist.axvline(score, color=INK, linestyle="--", linewidth=1.0, label=f"job score {score:.0f}")
     hist.set_xlim(low, high)
     hist.set_xlabel("saturation score of the GPU", fontsize=BODY)
-    hist.set_ylabel("GPUs", fontsize=BODY)
+    counts = [sum(1 for v in scores if a <= v < b or (b == bins[-1] and v == b)) for a, b in zip(bins, bins[1:])]
+    if max(counts) >= 20 * min(c for c in counts if c):  # a bin of a few GPUs beside hundreds: on a linear axis it vanishes
+        hist.set_yscale("log")
+        hist.set_ylim(0.7, max(counts) * 3)
+        hist.set_ylabel("GPUs (log scale)", fontsize=BODY)
+    else:
+        hist.set_ylabel("GPUs", fontsize=BODY)
     hist.legend(fontsize=SMALL, loc="upper left")
     hist.grid(alpha=0.3, linewidth=0.5, axis="y")
     ordered = sorted(scores)

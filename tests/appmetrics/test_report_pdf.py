@@ -112,3 +112,26 @@ def test_without_a_job_id_it_refuses(tmp_path):
     with pytest.raises(ValueError, match="job"):
         render_report({"job": {}}, tmp_path / "x.pdf")
     assert not (tmp_path / "x.pdf").exists()
+
+
+def test_a_few_straggler_gpus_beside_hundreds_of_alike_ones_get_a_log_axis_so_their_bar_shows():
+    from apps.appmetrics.report_pdf import saturation_figure
+
+    crowd = [60.0 + (i % 10) / 10 for i in range(500)]
+    lagging = _facts(saturation={"score": 60.0, "per_gpu": crowd + [52.0, 52.1, 57.8], "straggler_scores": [52.0, 52.1, 57.8]})
+    hist = saturation_figure(lagging).axes[0]
+    assert hist.get_yscale() == "log" and hist.get_ylim()[0] < 1  # one GPU's bar rises above the axis
+    assert "log scale" in hist.get_ylabel()
+    alike = saturation_figure(_facts()).axes[0]  # 64 GPUs spread evenly over 55-61: counts of the same order
+    assert alike.get_yscale() == "linear"
+
+
+def test_gpu_telemetry_that_starts_late_is_said_under_the_plot():
+    from apps.appmetrics.report_pdf import throughput_figure
+
+    ts = [T0 + timedelta(seconds=30 * i) for i in range(240)]
+    late = _facts(activity={"ts": ts[200:], "sm": [0.8] * 40, "tensor": [0.55] * 40, "idle_share": [0.0] * 40})
+    words = [text.get_text() for ax in throughput_figure(late).axes for text in ax.texts]
+    assert f"GPU telemetry only from {ts[200]:%Y-%m-%d %H:%M} UTC" in words
+    whole = [text.get_text() for ax in throughput_figure(_facts()).axes for text in ax.texts]
+    assert not any("only from" in word for word in whole)
