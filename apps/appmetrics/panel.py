@@ -402,7 +402,26 @@ def throughput_figure(job, query) -> dict:
                                       for name, values in gpu.items()]))
     body.update(figure_layout(rows, events, gpu_axis=bool(gpu)))
     body["gpu_words"] = gpu_words
+    late = _late_telemetry_words(coverage, gpu_times) if gpu else None
+    if late:  # an empty left part of the GPU row would read as idle GPUs
+        suffix = "" if len(rows) == 1 else str(len(rows))
+        body["layout"]["annotations"].append({"text": late, "showarrow": False, "xref": f"x{suffix} domain",
+                                              "yref": f"y{suffix} domain", "x": 0.005, "y": 0.04, "xanchor": "left",
+                                              "yanchor": "bottom", "font": {"size": 11, "color": "#5b6470"}})
     return body
+
+
+def _late_telemetry_words(coverage: dict, gpu_times: list[str]) -> str | None:
+    """"GPU telemetry only from 07:20 UTC" when the GPUs' side starts well after the application's first row
+    (10 minutes, or a twentieth of the span), else None."""
+    first, last, gpu_first = _moment(coverage.get("first")), _moment(coverage.get("last")), _moment(gpu_times[0])
+    if None in (first, last, gpu_first):
+        return None
+    late = (gpu_first - first).total_seconds()
+    if late <= max(600.0, 0.05 * (last - first).total_seconds()):
+        return None
+    when = gpu_first.strftime("%H:%M UTC") if first.date() == last.date() else gpu_first.strftime("%Y-%m-%d %H:%M UTC")
+    return f"GPU telemetry only from {when}"
 
 
 def figure_layout(rows: list[tuple[str, list[dict]]], events: list[dict], gpu_axis: bool = False) -> dict:

@@ -159,3 +159,15 @@ def test_the_figure_breaks_its_lines_where_nothing_was_logged(job):
     gap = tokens["y"].index(None)
     assert tokens["x"][gap] == tokens["x"][gap - 1]  # the break sits at the last row before the silence
     assert len(tokens["customdata"]) == len(tokens["x"]) == len(tokens["y"]) == 41
+
+
+def test_gpu_telemetry_that_starts_well_after_the_first_row_is_said_on_the_gpu_row():
+    from apps.appmetrics.panel import _late_telemetry_words
+
+    coverage = {"first": "2026-11-24T01:00:00+00:00", "last": "2026-11-24T07:00:00+00:00"}
+    assert _late_telemetry_words(coverage, ["2026-11-24T06:40:00Z"]) == "GPU telemetry only from 06:40 UTC"
+    assert _late_telemetry_words(coverage, ["2026-11-24T01:05:00Z"]) is None  # within the first ten minutes
+    assert _late_telemetry_words(coverage, ["2026-11-24T01:15:00Z"]) is None  # within a twentieth of six hours
+    across = {"first": "2026-11-23T20:00:00+00:00", "last": "2026-11-24T07:00:00+00:00"}
+    assert _late_telemetry_words(across, ["2026-11-24T06:40:00Z"]) == "GPU telemetry only from 2026-11-24 06:40 UTC"
+    assert _late_telemetry_words({"first": None, "last": None}, ["2026-11-24T06:40:00Z"]) is None
