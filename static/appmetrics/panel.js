@@ -45,57 +45,14 @@
   function init(element) {
     const coverage = document.getElementById("appmetrics-coverage");
     const live = element.dataset.live === "true";
-    let controller = null;
-    let etag = null;
-    let body = null;
-
-    function problem(message) {
-      element.setAttribute("data-rendered", "error");
-      const note = document.createElement("p");
-      note.className = "empty";
-      note.setAttribute("role", "status");
-      note.textContent = `The training curves could not be loaded: ${message}`;
-      element.replaceChildren(note);
-    }
-
-    async function draw({ again = false } = {}) {
-      if (controller) controller.abort();
-      controller = new AbortController();
-      let response;
-      try {
-        response = await fetch(element.dataset.figureUrl, { headers: { Accept: "application/json" }, cache: "no-cache",
-                                                            credentials: "same-origin", signal: controller.signal });
-        if (again && response.status === 304) return;
-        if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
-        const next = response.headers.get("ETag");
-        if (again && next && next === etag) return;
-        etag = next;
-        body = await response.json();
-        await window.Belvedere.plotlyReady();
-      } catch (error) {
-        if (error.name === "AbortError") return;
-        if (!again) problem(error.message); // a live round that fails leaves the drawn figure; the next one tries again
-        return;
-      }
-      if (!body.data || !body.data.length) {
-        const note = document.createElement("p");
-        note.className = "empty";
-        note.setAttribute("role", "status");
-        note.textContent = body.reason ? `Nothing to draw: ${body.reason}.` : "Nothing to draw yet.";
-        element.replaceChildren(note);
-        element.setAttribute("data-rendered", "empty");
-        return;
-      }
-      if (element.querySelector(".skeleton, .empty")) element.replaceChildren();
-      await Plotly.react(element, body.data, { ...body.layout, uirevision: body.layout.uirevision || element.id }, config);
-      element.setAttribute("data-rendered", "true");
-      element.setAttribute("data-events", String((body.events || []).length));
-      element.setAttribute("data-updated", String(Date.now()));
-      coverageWords(coverage, body.coverage, live);
-    }
-
     if (coverage) coverage.dataset.words = (coverage.textContent || "").replace(/^\s*\S+\s+/, "").trim();
-    window.Belvedere.drawWhenSeen(element, draw, live);
+    const draw = window.Belvedere.liveFigure(element, {
+      what: "The training curves", config,
+      drawn(body) {
+        element.setAttribute("data-events", String((body.events || []).length));
+        coverageWords(coverage, body.coverage, live);
+      },
+    });
     window.BelvedereAppMetrics = { redraw: () => draw({ again: true }) };
   }
 

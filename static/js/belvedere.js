@@ -33,6 +33,53 @@ window.Belvedere = Object.assign(window.Belvedere || {}, {
       }, seconds * 1000);
     }
   },
+  // A job-page panel's figure from its JSON ({data, layout, reason, ...}) at element.dataset.figureUrl, drawn when first
+  // seen and, with data-live="true", fetched again every data-live-seconds and redrawn in place only when the answer
+  // changed (ETag), the zoom and hidden legend entries kept (uirevision). `what` names it in an error; `drawn(body)`
+  // runs after each drawing, before data-updated moves. Returns draw (draw({again: true}) redraws now).
+  liveFigure(element, { what, config, drawn }) {
+    let controller = null;
+    let etag = null;
+    const say = (text, state) => {
+      const paragraph = document.createElement("p");
+      paragraph.className = "empty";
+      paragraph.setAttribute("role", "status");
+      paragraph.textContent = text;
+      element.replaceChildren(paragraph);
+      element.setAttribute("data-rendered", state);
+    };
+    const draw = async ({ again = false } = {}) => {
+      if (controller) controller.abort();
+      controller = new AbortController();
+      let body;
+      try {
+        const response = await fetch(element.dataset.figureUrl, { headers: { Accept: "application/json" }, cache: "no-cache",
+                                                                  credentials: "same-origin", signal: controller.signal });
+        if (again && response.status === 304) return;
+        if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+        const next = response.headers.get("ETag");
+        if (again && next && next === etag) return;
+        etag = next;
+        body = await response.json();
+        await this.plotlyReady();
+      } catch (error) {
+        if (error.name === "AbortError") return;
+        if (!again) say(`${what} could not be loaded: ${error.message}`, "error"); // a failed live round keeps the figure
+        return;
+      }
+      if (!body.data || !body.data.length) {
+        say(body.reason ? `Nothing to draw: ${body.reason}.` : "Nothing to draw yet.", "empty");
+        return;
+      }
+      if (element.querySelector(".skeleton, .empty")) element.replaceChildren();
+      await Plotly.react(element, body.data, { ...body.layout, uirevision: body.layout.uirevision || element.id }, config);
+      element.setAttribute("data-rendered", "true");
+      if (drawn) drawn(body);
+      element.setAttribute("data-updated", String(Date.now()));
+    };
+    this.drawWhenSeen(element, draw, element.dataset.live === "true");
+    return draw;
+  },
 });
 document.addEventListener("DOMContentLoaded", () => {
   const toggle = document.querySelector(".nav-toggle");
