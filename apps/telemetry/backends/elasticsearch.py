@@ -385,6 +385,10 @@ class ElasticsearchBackend(TelemetryBackend):
                  "field": {"type": "keyword"} if self.field_by_name else {"type": "integer"},
                  "value": {"type": "double"}}
         properties = {self.fields[name]: spec for name, spec in types.items() if self.fields[name]}
+        return self._template(self.write_pattern, properties, "GPU telemetry samples, one document per sample")
+
+    def _template(self, pattern: str, properties: dict, description: str) -> dict:
+        """A strict composable template for the indices ``pattern`` matches, with the shard and replica settings."""
         settings = {}
         if self.number_of_shards is not None:
             settings["number_of_shards"] = int(self.number_of_shards)
@@ -393,19 +397,23 @@ class ElasticsearchBackend(TelemetryBackend):
         template = {"mappings": {"dynamic": "strict", "properties": properties}}
         if settings:
             template["settings"] = settings
-        return {"index_patterns": [self.write_pattern], "priority": self.template_priority, "template": template,
-                "_meta": {"managed_by": "belvedere", "description": "GPU telemetry samples, one document per sample"}}
+        return {"index_patterns": [pattern], "priority": self.template_priority, "template": template,
+                "_meta": {"managed_by": "belvedere", "description": description}}
 
-    def ensure_template(self) -> None:
-        """Install or update the index template ``<index_prefix>`` (idempotent: PUT replaces)."""
+    def _put_template(self, name: str, body: dict, action: str) -> None:
+        """Install or update the template ``name`` (idempotent: PUT replaces); a 403 says how to install it once."""
         try:
-            with self._errors("installing the index template", f"_index_template/{self.index_prefix}"):
-                self.client.indices.put_index_template(name=self.index_prefix, **self.template_body())
+            with self._errors(action, f"_index_template/{name}"):
+                self.client.indices.put_index_template(name=name, **body)
         except TelemetryUnavailable as exc:
             if "HTTP 403" not in str(exc):
                 raise
             raise TelemetryUnavailable(f"{exc}; install it once as a user with manage_index_templates and set "
                                        "OPTIONS manage_template=False") from exc.__cause__
+
+    def ensure_template(self) -> None:
+        """Install or update the index template ``<index_prefix>`` (idempotent: PUT replaces)."""
+        self._put_template(self.index_prefix, self.template_body(), "installing the index template")
         self._template_ready = True
 
     def app_template_body(self) -> dict:
@@ -413,33 +421,12 @@ class ElasticsearchBackend(TelemetryBackend):
         properties = {"ts": {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"},
                       "cluster": {"type": "keyword"}, "job_id": {"type": "long"}, "name": {"type": "keyword"},
                       "step": {"type": "long"}, "value": {"type": "double"}}
-        return self._side_template(self.app_index, properties,
-                                   "job-scoped application series, one document per (cluster, job_id, name, ts)")
-
-    def _side_template(self, index: str, properties: dict, description: str) -> dict:
-        """A strict composable template for one index beside the samples' (job series, network samples), with the
-        samples' settings."""
-        template = {"mappings": {"dynamic": "strict", "properties": properties}}
-        settings = self.template_body()["template"].get("settings")
-        if settings:
-            template["settings"] = settings
-        return {"index_patterns": [index], "priority": self.template_priority, "template": template,
-                "_meta": {"managed_by": "belvedere", "description": description}}
-
-    def _install_template(self, index: str, body: dict, what: str) -> None:
-        """Install or update the template named like ``index`` (idempotent); a 403 says how to install it once."""
-        try:
-            with self._errors(f"installing the {what} index template", f"_index_template/{index}"):
-                self.client.indices.put_index_template(name=index, **body)
-        except TelemetryUnavailable as exc:
-            if "HTTP 403" not in str(exc):
-                raise
-            raise TelemetryUnavailable(f"{exc}; install it once as a user with manage_index_templates and set "
-                                       "OPTIONS manage_template=False") from exc.__cause__
+        return self._template(self.app_index, properties,
+                              "job-scoped application series, one document per (cluster, job_id, name, ts)")
 
     def ensure_app_template(self) -> None:
         """Install or update the job-series index template, named like the index (idempotent)."""
-        self._install_template(self.app_index, self.app_template_body(), "job series")
+        self._put_template(self.app_index, self.app_template_body(), "installing the job series index template")
         self._app_template_ready = True
 
     def net_template_body(self) -> dict:
@@ -447,12 +434,12 @@ class ElasticsearchBackend(TelemetryBackend):
         properties = {"ts": {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"},
                       "cluster": {"type": "keyword"}, "host": {"type": "keyword"}, "nic": {"type": "keyword"},
                       "field": {"type": "keyword"}, "value": {"type": "double"}}
-        return self._side_template(self.net_index, properties, "network samples (NIC and switch-port counters), one "
-                                                               "document per (cluster, host, nic, field, ts)")
+        return self._template(self.net_index, properties, "network samples (NIC and switch-port counters), one "
+                                                          "document per (cluster, host, nic, field, ts)")
 
     def ensure_net_template(self) -> None:
         """Install or update the network-sample index template, named like the index (idempotent)."""
-        self._install_template(self.net_index, self.net_template_body(), "network sample")
+        self._put_template(self.net_index, self.net_template_body(), "installing the network sample index template")
         self._net_template_ready = True
 
     # -- writing -------------------------------------------------------------------------------
@@ -659,15 +646,15 @@ class ElasticsearchBackend(TelemetryBackend):
             raise TelemetryUnavailable(
                 f"Elasticsearch at {self.url}: {action} timed out on the server; results would be incomplete")
 
-    def _composite(self, query: dict, sources: list, sub_aggs: dict, size: int, action: str):
-        """Every bucket of a composite aggregation, page by page."""
+    def _composite(self, index: str, query: dict, sources: list, sub_aggs: dict, size: int, action: str):
+        """Every bucket of a composite aggregation on ``index``, page by page."""
         after = None
         while True:
             composite = {"size": size, "sources": sources}
             if after is not None:
                 composite["after"] = after
             response = self._reader.search(
-                index=self.read_pattern, size=0, query=query, track_total_hits=False, ignore_unavailable=True,
+                index=index, size=0, query=query, track_total_hits=False, ignore_unavailable=True,
                 allow_partial_search_results=False, aggs={"series": {"composite": composite, "aggs": sub_aggs}})
             body = response.body
             self._check_shards(body, action)
@@ -706,7 +693,8 @@ class ElasticsearchBackend(TelemetryBackend):
         records = []
         skipped = 0
         with self._errors("aggregating samples", self.read_pattern):
-            for bucket in self._composite(body_query, sources, sub_aggs, self.agg_page_size, "aggregating samples"):
+            for bucket in self._composite(self.read_pattern, body_query, sources, sub_aggs, self.agg_page_size,
+                                          "aggregating samples"):
                 key = bucket["key"]
                 field = self._field_id(key["field"])
                 if field is None:
@@ -751,7 +739,7 @@ class ElasticsearchBackend(TelemetryBackend):
         rows = {name: [] for name in COLUMNS}
         skipped = 0
         with self._errors("reading the latest samples", self.read_pattern):
-            for bucket in self._composite(body_query, self._series_sources(), sub_aggs,
+            for bucket in self._composite(self.read_pattern, body_query, self._series_sources(), sub_aggs,
                                           min(self.agg_page_size, 500), "reading the latest samples"):
                 for hit in ((bucket.get("last") or {}).get("hits") or {}).get("hits") or []:
                     if not self._collect(rows, hit):
@@ -766,14 +754,15 @@ class ElasticsearchBackend(TelemetryBackend):
         body_query = self._query(query)
         if body_query is None:
             return 0
-        with self._errors("deleting samples", self.write_pattern):
-            response = self.client.delete_by_query(
-                index=self.write_pattern, query=body_query, conflicts="proceed", refresh=True,
-                ignore_unavailable=True, allow_no_indices=True, wait_for_completion=True)
-        return self._deleted(response.body, "deleting samples")
+        return self._delete_by_query(self.write_pattern, body_query, "deleting samples")
 
-    def _deleted(self, body: dict, action: str) -> int:
-        """The count a delete_by_query answer gives; TelemetryUnavailable when it lists failures."""
+    def _delete_by_query(self, index: str, query: dict, action: str) -> int:
+        """Delete what ``query`` matches in ``index`` (refreshed, version conflicts skipped); how many documents.
+        TelemetryUnavailable when the answer lists failures."""
+        with self._errors(action, index):
+            body = self.client.delete_by_query(
+                index=index, query=query, conflicts="proceed", refresh=True, ignore_unavailable=True,
+                allow_no_indices=True, wait_for_completion=True).body
         failures = body.get("failures") or []
         if failures:
             first = failures[0] if isinstance(failures[0], dict) else {}
@@ -816,13 +805,7 @@ class ElasticsearchBackend(TelemetryBackend):
             filters.append({"term": {"job_id": int(job_id)}})
         if names is not None:
             filters.append({"terms": {"name": list(names)}})
-        if lo is not None or hi is not None:
-            bounds = {"format": DATE_FORMAT}
-            if lo is not None:
-                bounds["gte"] = _iso(pd.Timestamp(lo, tz="UTC"))
-            if hi is not None:
-                bounds["lt"] = _iso(pd.Timestamp(hi, tz="UTC"))
-            filters.append({"range": {"ts": bounds}})
+        filters.extend(_ts_range(lo, hi))
         return {"bool": {"filter": filters}}
 
     def read_job_series(self, cluster: str, job_id: int, names=None, start=None, end=None) -> pd.DataFrame:
@@ -840,11 +823,7 @@ class ElasticsearchBackend(TelemetryBackend):
 
     def delete_job_series(self, cluster: str, job_id: int | None = None) -> int:
         query = self._app_query(cluster, None if job_id is None else int(job_id))
-        with self._errors("deleting job series", self.app_index):
-            response = self.client.delete_by_query(
-                index=self.app_index, query=query, conflicts="proceed", refresh=True, ignore_unavailable=True,
-                allow_no_indices=True, wait_for_completion=True)
-        return self._deleted(response.body, "deleting job series")
+        return self._delete_by_query(self.app_index, query, "deleting job series")
 
     # -- network samples -----------------------------------------------------------------------
 
@@ -877,13 +856,7 @@ class ElasticsearchBackend(TelemetryBackend):
                 if not values:
                     return None
                 filters.append({"terms": {column: list(values)}})
-        if lo is not None or hi is not None:
-            bounds = {"format": DATE_FORMAT}
-            if lo is not None:
-                bounds["gte"] = _iso(pd.Timestamp(lo, tz="UTC"))
-            if hi is not None:
-                bounds["lt"] = _iso(pd.Timestamp(hi, tz="UTC"))
-            filters.append({"range": {"ts": bounds}})
+        filters.extend(_ts_range(lo, hi))
         return {"bool": {"filter": filters}}
 
     def read_net(self, cluster: str, hosts=None, nics=None, fields=None, start=None, end=None) -> pd.DataFrame:
@@ -937,8 +910,8 @@ class ElasticsearchBackend(TelemetryBackend):
                                            "_source": {"includes": ["value"]}}}
         records = []
         with self._errors("aggregating network samples", self.net_index):
-            for bucket in self._composite_on(self.net_index, query, sources, sub_aggs, min(self.agg_page_size, 500),
-                                             "aggregating network samples"):
+            for bucket in self._composite(self.net_index, query, sources, sub_aggs, min(self.agg_page_size, 500),
+                                          "aggregating network samples"):
                 key, numbers = bucket["key"], bucket.get("stats") or {}
                 ends = {}
                 for name in ("first", "last"):
@@ -957,34 +930,11 @@ class ElasticsearchBackend(TelemetryBackend):
         out["count"] = out["count"].astype("int64")
         return out[NET_AGGREGATE_COLUMNS]
 
-    def _composite_on(self, index: str, query: dict, sources: list, sub_aggs: dict, size: int, action: str):
-        """Every bucket of a composite aggregation on ``index``, page by page."""
-        after = None
-        while True:
-            composite = {"size": size, "sources": sources}
-            if after is not None:
-                composite["after"] = after
-            response = self._reader.search(
-                index=index, size=0, query=query, track_total_hits=False, ignore_unavailable=True,
-                allow_partial_search_results=False, aggs={"series": {"composite": composite, "aggs": sub_aggs}})
-            body = response.body
-            self._check_shards(body, action)
-            result = (body.get("aggregations") or {}).get("series") or {}
-            buckets = result.get("buckets") or []
-            yield from buckets
-            after = result.get("after_key")
-            if not buckets or after is None or len(buckets) < size:
-                return
-
     def delete_net(self, cluster: str, hosts=None) -> int:
         query = self._net_query(cluster, hosts)
         if query is None:
             return 0
-        with self._errors("deleting network samples", self.net_index):
-            response = self.client.delete_by_query(
-                index=self.net_index, query=query, conflicts="proceed", refresh=True, ignore_unavailable=True,
-                allow_no_indices=True, wait_for_completion=True)
-        return self._deleted(response.body, "deleting network samples")
+        return self._delete_by_query(self.net_index, query, "deleting network samples")
 
     def check(self) -> str:
         with self._errors("checking the server (GET /)"):
@@ -1020,6 +970,19 @@ def _iso(moment) -> str:
     stamp = pd.Timestamp(moment)
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
     return f"{stamp:%Y-%m-%dT%H:%M:%S}.{stamp.value % NS:09d}Z"
+
+
+def _ts_range(lo: int | None, hi: int | None) -> list:
+    """The ``range`` filter on ``ts`` of a job-series or network query, from nanosecond bounds (either may be None:
+    unbounded); none when both are."""
+    if lo is None and hi is None:
+        return []
+    bounds = {"format": DATE_FORMAT}
+    if lo is not None:
+        bounds["gte"] = _iso(pd.Timestamp(lo, tz="UTC"))
+    if hi is not None:
+        bounds["lt"] = _iso(pd.Timestamp(hi, tz="UTC"))
+    return [{"range": {"ts": bounds}}]
 
 
 def _parse_ts(value) -> int:

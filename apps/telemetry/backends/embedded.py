@@ -138,6 +138,18 @@ class EmbeddedBackend(TelemetryBackend):
         db.execute("INSERT OR REPLACE INTO store_info VALUES ('schema', ?)", [SCHEMA_VERSION])
         self._ready = True
 
+    @staticmethod
+    @contextmanager
+    def _transaction(db):
+        """One transaction on ``db``: committed when the block ends, rolled back when it raises."""
+        db.execute("BEGIN TRANSACTION")
+        try:
+            yield
+            db.execute("COMMIT")
+        except Exception:
+            db.execute("ROLLBACK")
+            raise
+
     # -- series ids ----------------------------------------------------------------------------
 
     @staticmethod
@@ -217,24 +229,21 @@ class EmbeddedBackend(TelemetryBackend):
             return 0
         batch = canonical(frame)
         with self._connect() as db:
-            db.execute("BEGIN TRANSACTION")
             try:
-                rows = _last_per_key(pd.DataFrame({
-                    "series": self._series_ids(db, batch), "field": batch["field"].to_numpy("int16"),
-                    "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy()}))
-                db.register("batch", rows)
-                lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
-                if db.execute("SELECT 1 FROM samples WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
-                    # Only when the batch overlaps stored time: new data (the common case) skips the join.
-                    db.execute("""DELETE FROM samples USING batch
-                                  WHERE samples.ts BETWEEN ? AND ? AND samples.ts = batch.ts
-                                    AND samples.series = batch.series AND samples.field = batch.field""", [lo, hi])
-                db.execute("INSERT INTO samples SELECT series, field, ts, value FROM batch")
-                self._refresh_rollups(db, "batch")
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
+                with self._transaction(db):
+                    rows = _last_per_key(pd.DataFrame({
+                        "series": self._series_ids(db, batch), "field": batch["field"].to_numpy("int16"),
+                        "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy()}))
+                    db.register("batch", rows)
+                    lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
+                    if db.execute("SELECT 1 FROM samples WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
+                        # Only when the batch overlaps stored time: new data (the common case) skips the join.
+                        db.execute("""DELETE FROM samples USING batch
+                                      WHERE samples.ts BETWEEN ? AND ? AND samples.ts = batch.ts
+                                        AND samples.series = batch.series AND samples.field = batch.field""",
+                                   [lo, hi])
+                    db.execute("INSERT INTO samples SELECT series, field, ts, value FROM batch")
+                    self._refresh_rollups(db, "batch")
             finally:
                 try:
                     db.unregister("batch")
@@ -350,18 +359,40 @@ class EmbeddedBackend(TelemetryBackend):
             where = self._where(db, query, "ts", _ns(query.start), _ns(query.end))
             if where is None:
                 return 0
-            db.execute("BEGIN TRANSACTION")
-            try:
+            with self._transaction(db):
                 db.execute(f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT series, field, ts FROM samples WHERE {where[0]}",
                            where[1])
                 removed = db.execute("SELECT count(*) FROM deleted").fetchone()[0]
                 if removed:
                     db.execute(f"DELETE FROM samples WHERE {where[0]}", where[1])
                     self._refresh_rollups(db, "deleted")
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
+        return int(removed)
+
+    def _replace_rows(self, table: str, rows: pd.DataFrame, key: tuple) -> int:
+        """Write ``rows`` (the table's columns, in its order) into ``table``, replacing the stored rows with the same
+        ``key`` columns and ``ts``: delete-then-insert in one transaction, the delete skipped when the batch's time
+        range holds no stored row (new data, the collector's case)."""
+        lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
+        batch = f"{table}_batch"
+        same_key = " AND ".join(f"{table}.{column} = b.{column}" for column in ("ts", *key))
+        with self._connect() as db:
+            db.register(batch, rows)
+            try:
+                with self._transaction(db):
+                    if db.execute(f"SELECT 1 FROM {table} WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
+                        db.execute(f"DELETE FROM {table} USING {batch} b WHERE {table}.ts BETWEEN ? AND ? AND {same_key}",
+                                   [lo, hi])
+                    db.execute(f"INSERT INTO {table} SELECT {', '.join(rows.columns)} FROM {batch}")
+            finally:
+                db.unregister(batch)
+        return len(rows)
+
+    def _delete_rows(self, table: str, where: str, params: list) -> int:
+        """Delete the rows of ``table`` that match ``where`` in one transaction; how many."""
+        with self._connect() as db, self._transaction(db):
+            removed = db.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0]
+            if removed:
+                db.execute(f"DELETE FROM {table} WHERE {where}", params)
         return int(removed)
 
     # -- job series ----------------------------------------------------------------------------
@@ -374,23 +405,7 @@ class EmbeddedBackend(TelemetryBackend):
             "cluster": batch["cluster"].to_numpy(object), "job_id": batch["job_id"].to_numpy("int64"),
             "name": batch["name"].to_numpy(object), "ts": batch["ts"].astype("int64").to_numpy(),
             "step": batch["step"].array, "value": batch["value"].to_numpy("float64")})
-        lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
-        with self._connect() as db:
-            db.register("app_batch", rows)
-            db.execute("BEGIN TRANSACTION")
-            try:
-                db.execute("""DELETE FROM app_series USING app_batch b
-                              WHERE app_series.ts BETWEEN ? AND ? AND app_series.ts = b.ts
-                                AND app_series.job_id = b.job_id AND app_series.cluster = b.cluster
-                                AND app_series.name = b.name""", [lo, hi])
-                db.execute("INSERT INTO app_series SELECT cluster, job_id, name, ts, step, value FROM app_batch")
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
-            finally:
-                db.unregister("app_batch")
-        return len(rows)
+        return self._replace_rows("app_series", rows, ("job_id", "cluster", "name"))
 
     def read_job_series(self, cluster: str, job_id: int, names=None, start=None, end=None) -> pd.DataFrame:
         lo, hi = app_window(start, end)
@@ -401,12 +416,7 @@ class EmbeddedBackend(TelemetryBackend):
         if names is not None:
             clauses.append("list_contains(?, name)")
             params.append(list(names))
-        if lo is not None:
-            clauses.append("ts >= ?")
-            params.append(lo)
-        if hi is not None:
-            clauses.append("ts < ?")
-            params.append(hi)
+        _window(clauses, params, lo, hi)
         with self._connect() as db:
             found = db.execute(f"""SELECT ts, cluster, job_id, name, step, value FROM app_series
                                    WHERE {' AND '.join(clauses)} ORDER BY name, ts""", params).fetchnumpy()
@@ -418,18 +428,7 @@ class EmbeddedBackend(TelemetryBackend):
         if job_id is not None:
             clauses.append("job_id = ?")
             params.append(int(job_id))
-        where = " AND ".join(clauses)
-        with self._connect() as db:
-            db.execute("BEGIN TRANSACTION")
-            try:
-                removed = db.execute(f"SELECT count(*) FROM app_series WHERE {where}", params).fetchone()[0]
-                if removed:
-                    db.execute(f"DELETE FROM app_series WHERE {where}", params)
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
-        return int(removed)
+        return self._delete_rows("app_series", " AND ".join(clauses), params)
 
     # -- network samples -----------------------------------------------------------------------
 
@@ -441,24 +440,7 @@ class EmbeddedBackend(TelemetryBackend):
             "cluster": batch["cluster"].to_numpy(object), "host": batch["host"].to_numpy(object),
             "nic": batch["nic"].to_numpy(object), "field": batch["field"].to_numpy(object),
             "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy("float64")})
-        lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
-        with self._connect() as db:
-            db.register("net_batch", rows)
-            db.execute("BEGIN TRANSACTION")
-            try:
-                if db.execute("SELECT 1 FROM net_samples WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
-                    db.execute("""DELETE FROM net_samples USING net_batch b
-                                  WHERE net_samples.ts BETWEEN ? AND ? AND net_samples.ts = b.ts
-                                    AND net_samples.host = b.host AND net_samples.nic = b.nic
-                                    AND net_samples.field = b.field AND net_samples.cluster = b.cluster""", [lo, hi])
-                db.execute("INSERT INTO net_samples SELECT cluster, host, nic, field, ts, value FROM net_batch")
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
-            finally:
-                db.unregister("net_batch")
-        return len(rows)
+        return self._replace_rows("net_samples", rows, ("host", "nic", "field", "cluster"))
 
     @staticmethod
     def _net_where(cluster, hosts, nics, fields, start, end) -> tuple[str, list] | None:
@@ -472,12 +454,7 @@ class EmbeddedBackend(TelemetryBackend):
                     return None
                 clauses.append(f"list_contains(?, {column})")
                 params.append(list(values))
-        if lo is not None:
-            clauses.append("ts >= ?")
-            params.append(lo)
-        if hi is not None:
-            clauses.append("ts < ?")
-            params.append(hi)
+        _window(clauses, params, lo, hi)
         return " AND ".join(clauses), params
 
     def read_net(self, cluster: str, hosts=None, nics=None, fields=None, start=None, end=None) -> pd.DataFrame:
@@ -516,17 +493,7 @@ class EmbeddedBackend(TelemetryBackend):
         where = self._net_where(cluster, hosts, None, None, None, None)
         if where is None:
             return 0
-        with self._connect() as db:
-            db.execute("BEGIN TRANSACTION")
-            try:
-                removed = db.execute(f"SELECT count(*) FROM net_samples WHERE {where[0]}", where[1]).fetchone()[0]
-                if removed:
-                    db.execute(f"DELETE FROM net_samples WHERE {where[0]}", where[1])
-                db.execute("COMMIT")
-            except Exception:
-                db.execute("ROLLBACK")
-                raise
-        return int(removed)
+        return self._delete_rows("net_samples", *where)
 
     # -- maintenance, continued ----------------------------------------------------------------
 
@@ -552,6 +519,16 @@ def _last_per_key(rows: pd.DataFrame) -> pd.DataFrame:
     last = np.ones(len(order), dtype=bool)
     last[:-1] = (s[1:] != s[:-1]) | (f[1:] != f[:-1]) | (t[1:] != t[:-1])
     return rows if last.all() else rows.iloc[np.sort(order[last])].reset_index(drop=True)
+
+
+def _window(clauses: list, params: list, lo: int | None, hi: int | None) -> None:
+    """Add the ``ts`` bounds of a job-series or network read (either may be None: unbounded) to its filter."""
+    if lo is not None:
+        clauses.append("ts >= ?")
+        params.append(lo)
+    if hi is not None:
+        clauses.append("ts < ?")
+        params.append(hi)
 
 
 def _ns(moment) -> int:
