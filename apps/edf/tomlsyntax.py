@@ -27,9 +27,10 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
+from .tomlpos import Cursor
+
 TOML_SYNTAX, TABLE_TWICE, KEY_TWICE = "toml-syntax", "toml-table-twice", "toml-key-twice"
 
-_BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _KEY_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
 _STATEMENT_LIKE = re.compile(rf"[ \t]*{_KEY_PART}(?:[ \t]*\.[ \t]*{_KEY_PART})*[ \t]*=(?!=)")
 _HEADER_LIKE = re.compile(r"[ \t]*\[\[?[ \t]*([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*\]?\]?[ \t]*(?:#.*)?\r?$")
@@ -136,26 +137,16 @@ def scan(text: str) -> Scan:
     return lexer.result
 
 
-class _Lexer:
+class _Lexer(Cursor):
+    """The positions, blanks, keys and multi-line strings are read as ``tomlpos`` reads them (``Cursor``);
+    what differs is that a mistake is recorded and read past here, where ``tomlpos`` stops."""
+
     def __init__(self, text: str):
-        self.text = text
-        self.n = len(text)
-        self.i = 0
+        super().__init__(text)
         self.result = Scan()
-        self._line_starts = [0] + [index + 1 for index, char in enumerate(text) if char == "\n"]
-        self._arrays: dict = {}
         self._sequence = 0
 
     # -- positions -------------------------------------------------------------------------------
-    def where(self, offset: int) -> tuple[int, int]:
-        line = bisect.bisect_right(self._line_starts, offset)
-        return line, offset - self._line_starts[line - 1] + 1
-
-    def line_end(self, offset: int) -> int:
-        end = self.text.find("\n", offset)
-        end = self.n if end < 0 else end
-        return end - 1 if end > offset and self.text[end - 1] == "\r" else end
-
     def line_text(self, line: int) -> str:
         start = self._line_starts[line - 1]
         return self.text[start:self.line_end(start)]
@@ -173,16 +164,6 @@ class _Lexer:
         self.result.definitions.setdefault(tuple(path), []).append(Definition(line, column, how, text))
 
     # -- reading ---------------------------------------------------------------------------------
-    def skip_blank(self, newlines: bool) -> None:
-        while self.i < self.n:
-            char = self.text[self.i]
-            if char in " \t" or (newlines and char in "\r\n"):
-                self.i += 1
-            elif char == "#" and newlines:
-                self.i = self.line_end(self.i)
-            else:
-                return
-
     def document(self) -> None:
         table: tuple = ()
         while True:
@@ -210,7 +191,7 @@ class _Lexer:
         start = self.i
         array = self.text.startswith("[[", start)
         self.i += 2 if array else 1
-        parts, key_end = self.key()
+        parts, key_end = self.dotted_key()
         line, column = self.where(start)
         written = "[" * (1 + array) + self.text[start + 1 + array:key_end].strip()
         if parts is None:
@@ -233,16 +214,9 @@ class _Lexer:
         else:  # [a b] and the like: tomllib says what it expected
             self.result.statements.append(Statement("other", line, column, line, table, tuple(parts), written))
             return table
-        path = self._in_arrays(tuple(parts[:-1])) + tuple(parts[-1:])
-        if array:
-            index = self._arrays.get(path, -1) + 1
-            self._arrays[path] = index
-            self.define(path, start, "array-header", written + closing)
-            current = path + (index,)
-        else:
-            self.define(path, start, "header", written + closing)
-            current = path
+        path, current = self.table_of_header(parts, array)
         kind = "array-header" if array else "header"
+        self.define(path, start, kind, written + closing)
         self.result.statements.append(Statement(kind, line, column, line, table, path, written + closing))
         return current
 
@@ -250,53 +224,21 @@ class _Lexer:
         rest = self.text[offset:self.line_end(offset)].strip()
         return not rest or rest.startswith("#")
 
-    def _in_arrays(self, path: tuple) -> tuple:
-        out: tuple = ()
-        for part in path:
-            out += (part,)
-            if out in self._arrays:
-                out += (self._arrays[out],)
-        return out
-
-    def key(self) -> tuple[list | None, int]:
-        """A dotted key; (None, where it stopped) when there is none. Returns the parts and the
-        offset just after the last part."""
-        parts: list = []
-        end = self.i
-        while True:
-            self.skip_blank(newlines=False)
-            char = self.text[self.i] if self.i < self.n else ""
-            if char and char in "\"'":
-                start = self.i
-                closed = self.string((), key=True)
-                raw = self.text[start:self.i]
-                if closed and char == '"':
-                    try:
-                        parts.append(tomllib.loads(f"k = {raw}")["k"])
-                    except tomllib.TOMLDecodeError:
-                        parts.append(raw[1:-1])
-                else:
-                    parts.append(raw[1:-1] if closed else raw[1:])
-                end = self.i
-                if not closed:
-                    return parts, end
-            else:
-                start = self.i
-                while self.i < self.n and self.text[self.i] in _BARE:
-                    self.i += 1
-                if self.i == start:
-                    return None, end
-                parts.append(self.text[start:self.i])
-                end = self.i
-            self.skip_blank(newlines=False)
-            if not self.text.startswith(".", self.i):
-                return parts, end
-            self.i += 1
+    def quoted_key_part(self) -> tuple[str, bool]:
+        start = self.i
+        closed = self.string((), key=True)
+        raw = self.text[start:self.i]
+        if closed and raw[0] == '"':
+            try:
+                return tomllib.loads(f"k = {raw}")["k"], True
+            except tomllib.TOMLDecodeError:
+                return raw[1:-1], True
+        return (raw[1:-1] if closed else raw[1:]), closed
 
     def key_value(self, table: tuple) -> None:
         start = self.i
         line, column = self.where(start)
-        parts, key_end = self.key()
+        parts, key_end = self.dotted_key()
         self.skip_blank(newlines=False)
         written = self.text[start:key_end].strip()
         if parts and written[:1] and written[:1] in "\"'" and "=" in written and not self.text.startswith("=", self.i):
@@ -392,20 +334,10 @@ class _Lexer:
         quote = self.text[start]
         triple = self.text.startswith(quote * 3, start) and not key
         if triple:
-            j = start + 3
-            while j < self.n:
-                if quote == '"' and self.text[j] == "\\":
-                    j += 2
-                    continue
-                if self.text.startswith(quote * 3, j):
-                    j += 3
-                    extra = 0
-                    while j < self.n and self.text[j] == quote and extra < 2:
-                        j += 1
-                        extra += 1
-                    self.i = j
-                    return True
-                j += 1
+            end = self.multiline_string_end(start)
+            if end >= 0:
+                self.i = end
+                return True
             line, column = self.where(start)
             self.issue(TOML_SYNTAX, start, f"the multi-line string opened at line {line} col {column} is never closed: "
                        f"add the closing {quote * 3}", f"A multi-line string ends with {quote * 3}.", path)
