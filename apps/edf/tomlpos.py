@@ -64,6 +64,7 @@ class Cursor:
         self.i = 0
         self._line_starts = [0] + [index + 1 for index, char in enumerate(text) if char == "\n"]
         self._arrays: dict = {}  # path of an array of tables -> index of its current element
+        self._never_closed: dict = {}  # quote -> bytearray: 1 where reading a multi-line string on never closes it
 
     def where(self, offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(self._line_starts, offset)
@@ -124,8 +125,11 @@ class Cursor:
     def multiline_string_end(self, start: int) -> int:
         """Just after the multi-line string opened at ``start`` (its \"\"\" or '''); -1 when it is never closed."""
         quote = self.text[start]
+        never = self._never_closed.get(quote)
         j = start + 3
         while j < self.n:
+            if never is not None and never[j]:
+                break  # read on from here once already, to the end of the text, without a closing delimiter
             if quote == '"' and self.text[j] == "\\":
                 j += 2
                 continue
@@ -138,7 +142,18 @@ class Cursor:
                     extra += 1
                 return j
             j += 1
+        self._mark_never_closed(quote, start + 3)
         return -1
+
+    def _mark_never_closed(self, quote: str, j: int) -> None:
+        """Where reading a multi-line string from ``j`` went, none closes it: marked, so that the next string
+        not closed (the pre-scan reads on past one) stops where its reading joins this one. Without it a text
+        of lines that each open a multi-line string after a backslash (it escapes the first quote of the next
+        line's opening, so none closes) is read to its end once per line."""
+        never = self._never_closed.setdefault(quote, bytearray(self.n))
+        while j < self.n and not never[j]:
+            never[j] = 1
+            j += 2 if quote == '"' and self.text[j] == "\\" else 1
 
     def table_of_header(self, parts, array: bool) -> tuple[Path, Path]:
         """A [header]'s (or [[header]]'s) path, and the table its keys go to: for [[a]], a's next element."""

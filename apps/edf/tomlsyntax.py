@@ -92,9 +92,19 @@ class Scan:
         return None
 
     def repaired(self, text: str) -> str:
-        for offset, _, insert in sorted(self.inserts, reverse=True):
-            text = text[:offset] + insert + text[offset:]
-        return blank_lines(text, self.blank)
+        """The text with the inserts made (at one offset in the order they were recorded) and the lines blanked:
+        built from pieces in one pass, as a copy of the text per insert is quadratic on a text full of them."""
+        pieces, previous = [], 0
+        for offset, _, insert in sorted(self.inserts):
+            pieces += (text[previous:offset], insert)
+            previous = offset
+        pieces.append(text[previous:])
+        return blank_lines("".join(pieces), self.blank)
+
+    def inserted_lines(self, text: str) -> set[int]:
+        """The lines of ``text`` where an insert goes (one count of the text's line ends, not one per insert)."""
+        starts = [0] + [match.end() for match in re.finditer("\n", text)]
+        return {bisect.bisect_right(starts, offset) for offset, _, _ in self.inserts}
 
 
 @dataclass
@@ -145,6 +155,7 @@ class _Lexer(Cursor):
         super().__init__(text)
         self.result = Scan()
         self._sequence = 0
+        self._blanked = (0, -1)  # lines blanked after a multi-line string not closed: [from, to)
 
     # -- positions -------------------------------------------------------------------------------
     def line_text(self, line: int) -> str:
@@ -310,6 +321,19 @@ class _Lexer(Cursor):
             if stack:
                 self._unclosed(stack, content_end, path)
 
+    def _blank_to_next_statement(self, first: int) -> None:
+        """Blank the lines from ``first`` up to the next one that looks like a statement. The last stretch
+        blanked is kept: an unclosed multi-line string opened inside it has the same end, whose lines are
+        already blank (looking again would read the lines between once per string)."""
+        known_from, known = self._blanked
+        if known_from <= first <= known:
+            return
+        end = first
+        while end <= len(self._line_starts) and not self._starts_a_statement(self.line_text(end)):
+            end += 1
+        self.result.blank.update(range(first, end))
+        self._blanked = (first, end)
+
     def _starts_a_statement(self, line: str) -> bool:
         if _STATEMENT_LIKE.match(line):
             return True
@@ -343,10 +367,7 @@ class _Lexer(Cursor):
                        f"add the closing {quote * 3}", f"A multi-line string ends with {quote * 3}.", path)
             # Read on from the next line that looks like a statement: the lines between were meant as the string.
             self.result.blank.add(line)
-            for number in range(line + 1, len(self._line_starts) + 1):
-                if self._starts_a_statement(self.line_text(number)):
-                    break
-                self.result.blank.add(number)
+            self._blank_to_next_statement(line + 1)
             self.i = self.line_end(start)
             return False
         j = start + 1
@@ -394,7 +415,7 @@ def diagnose(text: str) -> Diagnosis:
     lexical_lines = {issue.line for issue in issues}
     work = first.repaired(text)
     dropped = set(first.blank)
-    repaired = {(text.count("\n", 0, offset) + 1) for offset, _, _ in first.inserts}
+    repaired = first.inserted_lines(text)
     seen: set = set()
     for _ in range(_MAX_ROUNDS if len(text) <= _LARGE else 3):
         try:
