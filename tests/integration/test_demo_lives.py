@@ -200,15 +200,35 @@ def test_make_run_keeps_the_demo_alive_and_its_stories_the_same(tmp_path):
         assert report["running"]["count"] >= 40 and report["running"]["unscored"] == [], summary
         assert len(report["demo_finished"]) >= 5, summary
         assert all(status == "ready" and score is not None for _, _, status, score in report["demo_finished"]), summary
-        # The demo moved on: jobs ended and started; and a tick (30 demo seconds here) stays cheap.
+        # The demo moved on: jobs ended and started; and feeding it stays cheap: over the feeder's ticks, the median
+        # CPU per demo second is under a tenth of a core (at the default speed of 1, a 30-s tick under 3 s of CPU).
+        # The median of every tick, not the last one: a tick that catches up after a busy moment feeds more demo
+        # seconds, and one tick's CPU time varies with what else the machine runs.
         assert report["timeline"]["ended"] >= 1 and report["timeline"]["started"] >= 1, summary
-        assert report["last"]["cpu_s"] < 2.0, summary
+        ticks = feeder_ticks(log_path.read_text(errors="replace"))
+        assert len(ticks) >= 10, ticks
+        per_demo_second = sorted(tick["cpu_s"] / tick["demo_seconds"] for tick in ticks)
+        assert per_demo_second[len(per_demo_second) // 2] < 0.1, ticks
 
         os.write(terminal, b"\x03")
         exit_code = wait_exit(pid, 90)
         assert exit_code == 0, log_path.read_text(errors="replace")[-3000:]
     finally:
         stop_in_terminal(pid, terminal, exit_code)
+
+
+def feeder_ticks(log: str) -> list[dict]:
+    """Every tick of the demo feeder the worker logged ("Task core.feed_demo[...] succeeded in ...: {...}") that fed
+    demo time: {demo_seconds, cpu_s, ...}."""
+    import ast
+    import re
+
+    found = []
+    for match in re.finditer(r"Task core\.feed_demo\[[^\]]+\] succeeded in [0-9.]+s: (\{.*\})\s*$", log, re.MULTILINE):
+        tick = ast.literal_eval(match.group(1))
+        if tick.get("fed") and tick.get("demo_seconds"):
+            found.append(tick)
+    return found
 
 
 def _moment(text: str) -> float:
