@@ -118,6 +118,7 @@ def test_another_users_job_is_a_404_not_a_leak(demo, capsys, make_user):
 
 
 @pytest.mark.integration
+@pytest.mark.engine_independent  # a client of the HTTP API: the same on every engine (it built the demo on PostgreSQL too)
 def test_the_command_from_a_separate_virtualenv_with_only_a_token(demo, tmp_path):
     source = tmp_path / "src"
     shutil.copytree(CLIENT_SOURCE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
