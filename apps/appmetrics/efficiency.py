@@ -139,3 +139,13 @@ def mean_active(values: np.ndarray) -> float | None:
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]
     return float(values.mean()) if len(values) else None
+
+
+LATE_MIN_S, LATE_SHARE = 600.0, 0.05
+
+
+def telemetry_starts_late(first, gpu_first, last) -> bool:
+    """Whether the GPU telemetry starts well after the application's first row (datetimes): later by more than ten
+    minutes and more than a twentieth of the rows' span. A figure then says so, or its empty start reads as idle GPUs."""
+    late = (gpu_first - first).total_seconds()
+    return late > max(LATE_MIN_S, LATE_SHARE * (last - first).total_seconds())

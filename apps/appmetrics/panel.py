@@ -417,8 +417,7 @@ def _late_telemetry_words(coverage: dict, gpu_times: list[str]) -> str | None:
     first, last, gpu_first = _moment(coverage.get("first")), _moment(coverage.get("last")), _moment(gpu_times[0])
     if None in (first, last, gpu_first):
         return None
-    late = (gpu_first - first).total_seconds()
-    if late <= max(600.0, 0.05 * (last - first).total_seconds()):
+    if not eff.telemetry_starts_late(first, gpu_first, last):
         return None
     when = gpu_first.strftime("%H:%M UTC") if first.date() == last.date() else gpu_first.strftime("%Y-%m-%d %H:%M UTC")
     return f"GPU telemetry only from {when}"

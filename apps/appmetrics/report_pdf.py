@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 
@@ -42,6 +43,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_pdf import PdfPages  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
+
+from .efficiency import telemetry_starts_late  # noqa: E402
 
 PAGE_W, PAGE_H = 8.27, 11.69  # A4 portrait, inches
 MARGIN_X, MARGIN_TOP, MARGIN_BOTTOM = 0.7, 0.7, 0.85
@@ -549,8 +552,7 @@ def throughput_figure(facts: dict) -> Figure:
             if onset is not None:
                 bottom.axvline(onset, color=EVENT_COLOURS["straggler"], linestyle="--", linewidth=0.9)
                 top.axvline(onset, color=EVENT_COLOURS["straggler"], linestyle="--", linewidth=0.9) if ts else None
-        late = a_ts[0] - ts[0] if ts and a_ts[0] is not None and ts[0] is not None else None
-        if late is not None and late.total_seconds() > max(600.0, 0.05 * (end - ts[0]).total_seconds()):
+        if ts and None not in (a_ts[0], ts[0], end) and telemetry_starts_late(ts[0], a_ts[0], end):
             # say where the GPUs' side starts, so an empty left part does not read as idle GPUs
             bottom.text(0.01, 0.04, f"GPU telemetry only from {a_ts[0]:%Y-%m-%d %H:%M} UTC", transform=bottom.transAxes,
                         fontsize=SMALL, color=MUTED, va="bottom")
@@ -632,8 +634,8 @@ def saturation_figure(facts: dict) -> Figure:
         hist.axvline(score, color=INK, linestyle="--", linewidth=1.0, label=f"job score {score:.0f}")
     hist.set_xlim(low, high)
     hist.set_xlabel("saturation score of the GPU", fontsize=BODY)
-    counts = [sum(1 for v in scores if a <= v < b or (b == bins[-1] and v == b)) for a, b in zip(bins, bins[1:])]
-    if max(counts) >= 20 * min(c for c in counts if c):  # a bin of a few GPUs beside hundreds: on a linear axis it vanishes
+    counts = np.histogram(scores, bins=bins)[0]
+    if counts.max() >= 20 * counts[counts > 0].min():  # a bin of a few GPUs beside hundreds: on a linear axis it vanishes
         hist.set_yscale("log")
         hist.set_ylim(0.7, max(counts) * 3)
         hist.set_ylabel("GPUs (log scale)", fontsize=BODY)
