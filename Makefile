@@ -36,12 +36,14 @@ $(BIN)/.installed-dev: requirements-dev.txt $(BIN)/.installed
 
 install: $(BIN)/.installed
 
-# The demo lives while it runs: beat feeds it (DEMO_FEEDER, on unless set; DEMO_FEEDER=false make run keeps it as built).
+# The portal answers as soon as the database is migrated; the demo builds in the background (deploy/supervise.py),
+# its progress on the login page. The demo lives while it runs: beat feeds it (DEMO_FEEDER, on unless set;
+# DEMO_FEEDER=false make run keeps it as built).
 run: $(BIN)/.installed
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py demo
 	@echo
 	@echo "Belvedere is starting on http://$(BELVEDERE_BIND)/  (Ctrl-C stops web, worker and beat; a crashed one restarts)"
+	@echo "The demo system builds in the background (a minute or two; the login page shows how far it is), then worker and beat start."
 	@case "$${DEMO_FEEDER:-true}" in [Ff]alse|FALSE|0|[Nn]o|[Oo]ff) ;; *) echo "The demo lives: its jobs move on and its GPUs keep reporting (DEMO_FEEDER=false make run keeps it still).";; esac
 	@echo
 	exec $(BIN)/python deploy/supervise.py --demo

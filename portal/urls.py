@@ -36,6 +36,7 @@ urlpatterns = [
     path("notifications/", include("apps.notifications.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("readyz", core_views.readyz, name="readyz"),
+    path("demo-build", core_views.demo_build, name="demo-build"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

@@ -176,7 +176,7 @@ def _hostlist(nodes: list[str]) -> str:
     return hostlist.collect_hostlist(nodes)
 
 
-@demo_part("appmetrics", order=68, reset=reset)
+@demo_part("appmetrics", order=68, reset=reset, weight=4)
 def build(context: DemoContext) -> dict:
     try:
         _store().check()

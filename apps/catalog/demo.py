@@ -80,7 +80,7 @@ def _error_counters(hosts: list[str], end, hours: int, rng: np.random.Generator)
     return pd.concat([base.assign(field=230, value=0.0), base.assign(field=311, value=ecc.astype(float))], ignore_index=True)
 
 
-@demo_part("catalog", order=90, reset=reset)
+@demo_part("catalog", order=90, reset=reset, weight=23)
 def build(context: DemoContext) -> dict:
     from .models import DataProduct
     from .services import load_catalog

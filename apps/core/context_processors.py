@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.urls import reverse
 
+from .demo_progress import BUILDING, READY, read_progress
 from .navigation import navigation_for
 
 
@@ -18,3 +19,15 @@ def navigation(request):
         "oidc_enabled": settings.OIDC_ENABLED,
         "oidc_provider_name": settings.OIDC_PROVIDER_NAME,
     }
+
+
+def demo_build(request):
+    """The demo build's progress while ``make run`` builds it in the background (apps/core/demo_progress.py):
+    pages show it until the demo is ready. Read from a small file, not the database: the build's transaction
+    hides its rows until it ends. Nothing in production, which never builds a demo."""
+    if settings.BELVEDERE_PROFILE == "production":
+        return {}
+    progress = read_progress(settings.DEMO_PROGRESS_FILE)
+    if progress is None or progress.state == READY:
+        return {}
+    return {"demo_build": progress, "demo_build_running": progress.state == BUILDING}

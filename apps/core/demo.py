@@ -69,16 +69,20 @@ class DemoPart:
     order: int
     build: Callable[[DemoContext], dict]
     reset: Callable[[], None]
+    #: Its share of a build's time, roughly (seconds of the full demo on a 2-core machine): the progress bar
+    #: the pages show while make run builds the demo advances by it (apps/core/demo_progress.py).
+    weight: float = 1.0
 
 
 _parts: dict[str, DemoPart] = {}
 
 
-def demo_part(name: str, *, order: int, reset: Callable[[], None]):
-    """Register ``build(context) -> summary`` as demo part ``name``; lower ``order`` builds first."""
+def demo_part(name: str, *, order: int, reset: Callable[[], None], weight: float = 1.0):
+    """Register ``build(context) -> summary`` as demo part ``name``; lower ``order`` builds first. ``weight``:
+    about how many seconds it takes (the build's progress bar moves by it)."""
 
     def register(build: Callable[[DemoContext], dict]):
-        _parts[name] = DemoPart(name, order, build, reset)
+        _parts[name] = DemoPart(name, order, build, reset, weight)
         return build
 
     return register

@@ -93,6 +93,9 @@ def check_broker_round_trip() -> CheckResult:
                 f"no worker answered within {timeout:g} s: start one with "
                 "`celery -A portal worker` (make run starts it for you)"
             )
+            building = _demo_building()
+            if building:
+                message = f"no worker answered within {timeout:g} s: make run starts it once the demo is built ({building})"
         else:
             _pending_ping.pop(settings.READYZ_PING_QUEUE, None)
             message = f"broker round-trip failed: {name}: {exc}"
@@ -130,6 +133,18 @@ def check_beat() -> CheckResult:
     if age > 3 * expected:
         return CheckResult(STATUS_WARN, f"last beat heartbeat {age:.0f} s ago (expected every {expected} s)", details, False)
     return CheckResult(STATUS_OK, f"last beat heartbeat {age:.0f} s ago", details, critical=False)
+
+
+def _demo_building() -> str:
+    """"part 7 of 18 (network)" while make run builds the demo (worker and beat start after it), else ""."""
+    from .demo_progress import BUILDING, read_progress
+
+    if settings.BELVEDERE_PROFILE == "production":
+        return ""
+    progress = read_progress(settings.DEMO_PROGRESS_FILE)
+    if progress is None or progress.state != BUILDING:
+        return ""
+    return f"part {min(len(progress.done) + 1, progress.total)} of {progress.total}" + (f" ({progress.current})" if progress.current else "")
 
 
 def _broker_display() -> str:

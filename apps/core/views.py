@@ -1,6 +1,7 @@
 """Pages and endpoints that belong to the portal as a whole."""
 import logging
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.mixins import UserPassesTestMixin
 from django.http import JsonResponse
@@ -12,6 +13,8 @@ from django.views.decorators.http import require_GET
 from django.views.generic import TemplateView
 
 from . import statuses
+from .demo_logins import demo_logins
+from .demo_progress import READY, read_progress
 from .readiness import readiness_report
 from .models import Heartbeat, TaskRun
 from .page_sections import page_sections
@@ -102,6 +105,24 @@ def readyz(request):
     """Readiness: database, a broker round-trip answered by a worker, and app-specific checks."""
     report, ready = readiness_report()
     return JsonResponse(report, status=200 if ready else 503)
+
+
+@login_not_required
+@require_GET
+@never_cache
+def demo_build(request):
+    """How far the demo build has come (apps/core/demo_progress.py), for the progress bar the login and home
+    pages show while ``make run`` builds it; with the logins to use once it is ready. No demo in production."""
+    if settings.BELVEDERE_PROFILE == "production":
+        return _error_response(request, 404)
+    progress = read_progress(settings.DEMO_PROGRESS_FILE)
+    if progress is None:
+        return JsonResponse({"state": "none", "detail": "no demo build has run here (python manage.py demo builds one)"})
+    answer = progress.as_json()
+    if progress.state == READY:
+        answer["logins"] = [{"role": login.role, "username": login.username, "password": login.password}
+                            for login in demo_logins()]
+    return JsonResponse(answer)
 
 
 # ---------------------------------------------------------------------------------------------

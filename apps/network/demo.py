@@ -71,7 +71,7 @@ class _Writer:
         self.batch, self.rows = [], 0
 
 
-@demo_part("network", order=62, reset=reset)
+@demo_part("network", order=62, reset=reset, weight=21)
 def build(context: DemoContext) -> dict:
     from django.conf import settings
 

@@ -18,7 +18,7 @@ def reset() -> None:
     """Nothing of its own: the scores go with the demo's jobs (the jobs part removes them)."""
 
 
-@demo_part("saturation", order=65, reset=reset)
+@demo_part("saturation", order=65, reset=reset, weight=15)
 def build(context: DemoContext) -> dict:
     from apps.jobs.models import Job
 

@@ -122,7 +122,7 @@ def _ends(specs: list[dict]) -> dict[int, float | None]:
             for pk, end in Job.objects.filter(pk__in=[spec["pk"] for spec in specs]).values_list("pk", "end_time")}
 
 
-@demo_part("storage", order=69, reset=reset)
+@demo_part("storage", order=69, reset=reset, weight=4)
 def build(context: DemoContext) -> dict:
     from apps.jobs.models import Job
 

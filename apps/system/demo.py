@@ -127,7 +127,7 @@ def _frames(job, profile: str, now, seed: int):
             yield frame
 
 
-@demo_part("system", order=66, reset=reset)
+@demo_part("system", order=66, reset=reset, weight=2)
 def build(context: DemoContext) -> dict:
     import pandas as pd
 

@@ -136,7 +136,7 @@ def _history(job, now, fine_from, seed: int):
             yield from _segment(job, profile, lo, hi, interval, seed, planted)
 
 
-@demo_part("telemetry", order=60, reset=reset)
+@demo_part("telemetry", order=60, reset=reset, weight=40)
 def build(context: DemoContext) -> dict:
     from apps.jobs.models import Job
 

@@ -48,7 +48,7 @@ def _gpus(rng, hot: bool):
                      for i in range(4)]}
 
 
-@demo_part("vetting", order=70, reset=reset)
+@demo_part("vetting", order=70, reset=reset, weight=5)
 def build(context: DemoContext) -> dict:
     from apps.jobs.models import Cluster, Job
     from apps.topology.selectors import topology_index_current

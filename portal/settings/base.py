@@ -102,6 +102,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "apps.core.context_processors.navigation",
+                "apps.core.context_processors.demo_build",
             ],
         },
     },
@@ -620,5 +621,8 @@ DEMO_FEEDER = env.bool("DEMO_FEEDER", default=False)
 DEMO_FEED_SECONDS = env.float("DEMO_FEED_SECONDS", default=30.0)
 # Demo seconds per real second (1: real time). The integration test runs the demo faster.
 DEMO_CLOCK_SPEED = env.float("DEMO_CLOCK_SPEED", default=1.0)
+# `manage.py demo` writes how far its build has come here (apps/core/demo_progress.py): make run serves the
+# portal while the demo builds in the background, and the login and home pages show this progress.
+DEMO_PROGRESS_FILE = Path(env("DEMO_PROGRESS_FILE", default=str(DATA_DIR / "demo-build.json")))
 if DEMO_FEEDER:
     CELERY_BEAT_SCHEDULE["core.feed_demo"] = {"task": "core.feed_demo", "schedule": float(DEMO_FEED_SECONDS)}

@@ -151,3 +151,64 @@ document.addEventListener("DOMContentLoaded", () => {
   const seconds = Number(holder.dataset.autoRefresh) || 60;
   setInterval(() => { if (document.visibilityState === "visible") window.location.reload(); }, seconds * 1000);
 });
+
+// The demo build's progress (templates/core/_demo_build.html): while make run builds the demo in the
+// background, follow /demo-build every two seconds and update the bar in place; once ready, show the logins.
+document.addEventListener("DOMContentLoaded", () => {
+  const panel = document.querySelector("[data-demo-build-live]");
+  if (!panel) return;
+  const title = panel.querySelector("[data-demo-build-title]");
+  const bar = panel.querySelector("[data-demo-build-bar]");
+  const text = panel.querySelector("[data-demo-build-text]");
+  const logins = panel.querySelector("[data-demo-build-logins]");
+  let misses = 0;
+  const follow = async () => {
+    let state;
+    try {
+      const response = await fetch(panel.dataset.demoBuildUrl, { headers: { Accept: "application/json" }, cache: "no-store" });
+      state = await response.json();
+      misses = 0;
+    } catch (error) {
+      misses += 1;
+      if (misses >= 3) text.textContent = `Lost contact with the portal (${error}); trying again.`;
+      setTimeout(follow, 2000);
+      return;
+    }
+    panel.className = `demo-build demo-build--${state.state}`;
+    bar.value = state.percent ?? 0;
+    if (state.state === "building") {
+      const part = Math.min(state.parts_done + 1, state.parts_total);
+      text.textContent = `Part ${part} of ${state.parts_total}${state.current ? ` (${state.current})` : ""}, `
+        + `${Math.round(state.elapsed_s)} s so far. The portal already answers; the demo's jobs, nodes and logins `
+        + "appear when the build is done, and this page says so.";
+      setTimeout(follow, 2000);
+      return;
+    }
+    if (state.state === "ready") {
+      title.textContent = "The demo system is ready";
+      text.textContent = `Built in ${Math.round(state.elapsed_s)} s (seed ${state.seed}). Log in with:`;
+      logins.replaceChildren(...(state.logins || []).flatMap((login) => {
+        const term = document.createElement("dt");
+        term.textContent = login.role;
+        const detail = document.createElement("dd");
+        detail.innerHTML = "user <code></code> password <code></code>";
+        const [user, password] = detail.querySelectorAll("code");
+        user.textContent = login.username;
+        password.textContent = login.password;
+        return [term, detail];
+      }));
+      logins.hidden = false;
+      if (!document.querySelector("form input[name=password]")) {
+        const again = document.createElement("a");
+        again.href = window.location.href;
+        again.textContent = "Show this page with the demo";
+        text.append(" ", again);
+      }
+      return;
+    }
+    title.textContent = state.state === "failed" ? "The demo build failed" : "The demo build stopped before it finished";
+    text.textContent = `${state.error || state.detail || ""}. The terminal that runs make run has the details; `
+      + "make run builds it again at its next start.";
+  };
+  setTimeout(follow, 2000);
+});

@@ -1,5 +1,5 @@
-"""The README's run command, end to end, in a terminal (a pseudo-terminal): web, worker and beat
-start; /readyz proves a worker process answered through the broker; the login printed on the
+"""The README's run command, end to end, in a terminal (a pseudo-terminal): the login page answers while the
+demo still builds in the background, with its progress; then web, worker and beat run; /readyz proves a worker process answered through the broker; the login printed on the
 terminal works; a worker killed with SIGKILL comes back by itself while web keeps answering; Ctrl-C
 stops everything and make ends without an error."""
 import http.cookiejar
@@ -117,12 +117,32 @@ def test_make_run_starts_web_worker_and_beat_restarts_a_killed_worker_and_stops_
     base = f"http://127.0.0.1:{port}"
     env = {key: value for key, value in os.environ.items()
            if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE"} and not key.startswith("BELVEDERE_")}
+    # The test profile's demo sizes (portal/settings/test.py): what is tested here is the command, not the demo's size.
     env.update(BELVEDERE_DATA_DIR=str(tmp_path / "var"), BELVEDERE_BIND=f"127.0.0.1:{port}",
-               BELVEDERE_BEAT_HEARTBEAT_SECONDS="2", C_FORCE_ROOT="1", TERM="dumb")
+               BELVEDERE_BEAT_HEARTBEAT_SECONDS="2", C_FORCE_ROOT="1", TERM="dumb",
+               DEMO_TELEMETRY_HOURS="0.25", DEMO_FLEET_HOURS="1")
     log_path = tmp_path / "make-run.log"
+    started = time.monotonic()
     pid, terminal = start_in_terminal(["make", "run"], env, log_path)
     exit_code = None
     try:
+        # The first page answers once the database is migrated, while the demo still builds: it says how far.
+        deadline = time.monotonic() + 120
+        first_page = ""
+        while time.monotonic() < deadline and not first_page:
+            assert wait_exit(pid, 0) is None, log_path.read_text(errors="replace")[-3000:]
+            try:
+                with urllib.request.urlopen(f"{base}/accounts/login/", timeout=10) as response:
+                    first_page = response.read().decode()
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.25)
+        print(f"make run: first page after {time.monotonic() - started:.1f} s")
+        assert "The demo system is being built" in first_page, first_page[:3000]
+        assert re.search(r'<progress max="100" value="\d+"', first_page)
+        building = fetch_json(f"{base}/demo-build")[1]
+        assert building["state"] == "building" and building["parts_done"] < building["parts_total"], building
+        assert "Belvedere is starting on" in log_path.read_text(errors="replace")
+
         deadline = time.monotonic() + 240
         status, report = 0, {}
         while time.monotonic() < deadline:
@@ -141,6 +161,8 @@ def test_make_run_starts_web_worker_and_beat_restarts_a_killed_worker_and_stops_
         command_line = process_command_line(broker["worker_pid"])
         assert "celery" in command_line and "worker" in command_line, command_line
         assert report["checks"]["beat"]["status"] == "ok", report
+        assert fetch_json(f"{base}/demo-build")[1]["state"] == "ready"
+        print(f"make run: ready (demo built, worker and beat answering) after {time.monotonic() - started:.1f} s")
 
         username, password = re.search(r"researcher\s+user '([^']+)'\s+password '([^']+)'", output).groups()
         jar = http.cookiejar.CookieJar()

@@ -72,7 +72,7 @@ WRITES = {
     "triage": {"staff"},
 }
 # Patterns anyone may request without logging in (by route name).
-PUBLIC = {"accounts:login", "accounts:logout", "healthz", "api-schema", "api-docs", "api-redoc", "edf:schema",
+PUBLIC = {"accounts:login", "accounts:logout", "healthz", "demo-build", "api-schema", "api-docs", "api-redoc", "edf:schema",
           "accounts-api:token", "api-root", "admin:login", "admin:logout"}
 # Patterns not requested, with the reason.
 EXCLUDED = {"readyz": "waits for a worker's answer to a ping (503 by design without one); tests/core/test_health covers it"}

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from apps.core.demo import DEFAULT_SEED, DemoContext, registered_parts
+from apps.core.demo_progress import ProgressFile
 from apps.core.demo_logins import demo_logins
 from apps.core.models import DemoState
 
@@ -29,19 +30,31 @@ class Command(BaseCommand):
         if seed is None:
             seed = state.seed if state else DEFAULT_SEED
         parts = registered_parts()
+        # The pages served beside the build read this file (the transaction below hides everything until it ends).
+        progress = ProgressFile(settings.DEMO_PROGRESS_FILE, parts={part.name: part.weight for part in parts}, seed=seed)
         started = time.perf_counter()
-        with transaction.atomic():
-            # Reset in reverse build order so later parts release what they hold on earlier ones.
-            for part in reversed(parts):
-                part.reset()
-            DemoState.objects.all().delete()
-            context = DemoContext(seed=seed, rng=random.Random(seed), out=self.stdout)
-            for part in parts:
-                part_started = time.perf_counter()
-                summary = part.build(context)
-                details = ", ".join(f"{value} {key}" for key, value in summary.items())
-                self.stdout.write(f"  {part.name:<12} {details} ({time.perf_counter() - part_started:.2f} s)")
-            DemoState.objects.create(seed=seed, parts=[part.name for part in parts])
+        try:
+            with transaction.atomic():
+                # Reset in reverse build order so later parts release what they hold on earlier ones.
+                progress.start("reset")
+                for part in reversed(parts):
+                    part.reset()
+                DemoState.objects.all().delete()
+                context = DemoContext(seed=seed, rng=random.Random(seed), out=self.stdout)
+                for part in parts:
+                    progress.start(part.name)
+                    part_started = time.perf_counter()
+                    summary = part.build(context)
+                    seconds = time.perf_counter() - part_started
+                    details = ", ".join(f"{value} {key}" for key, value in summary.items())
+                    self.stdout.write(f"  {part.name:<12} {details} ({seconds:.2f} s)")
+                    progress.finish(part.name, seconds)
+                progress.start("saving")
+                DemoState.objects.create(seed=seed, parts=[part.name for part in parts])
+        except BaseException as error:
+            progress.failed(error)
+            raise
+        progress.ready()
         self.stdout.write(self.style.SUCCESS(f"Demo system built with seed {seed} in {time.perf_counter() - started:.2f} s."))
         self._print_logins()
 
