@@ -55,7 +55,7 @@ def pytest_report_header(config):
 # Modules that start an installation of their own (make run's embedded stack, the benches' folders): the
 # profile's database and broker never reach them, so a second run would only repeat the first (~6 min).
 OWN_INSTALLATION_MODULES = {
-    "tests/integration/test_demo_lives.py",
+    "tests/integration/test_run_command.py",
     "tests/bench/test_bench_live_smoke.py", "tests/bench/test_bench_jobpage_smoke.py",
 }
 ENGINE_SENSITIVE_MODULES = {
@@ -101,7 +101,7 @@ XDIST_GROUPS = {
     "slurm-cluster": ({"slurm_cluster", "slurm_cluster_accounting", "slurmrestd_socket", "slurm_env"}, set(), set()),
     # Whole installations (make run's web, worker and beat; the benches' stacks) one after the other:
     # two at once on a 2-core machine would only race their start-up timeouts.
-    "own-installation": (set(), set(), {"tests/integration/test_run_command.py", *OWN_INSTALLATION_MODULES}),
+    "own-installation": (set(), set(), OWN_INSTALLATION_MODULES),
 }
 
 
@@ -155,11 +155,55 @@ def pytest_configure(config):
         del os.environ["BELVEDERE_DATA_DIR"]
 
 
+_DEMO_MODULES: dict[str, bool] = {}
+
+
+def reads_the_demo(item) -> bool:
+    """Whether the test's module loads the run's demo (tests/demo_snapshot.py: ``load_demo``, ``demo_for_module``)."""
+    path = str(getattr(item, "path", "") or item.fspath)
+    if path not in _DEMO_MODULES:
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            text = ""
+        _DEMO_MODULES[path] = "load_demo(" in text or "demo_for_module(" in text
+    return _DEMO_MODULES[path]
+
+
+def django_order(item) -> int:
+    """pytest-django's order of a test: 0 in a transaction (``db``), 1 transactional, 2 without a database."""
+    from pytest_django.plugin import validate_django_db
+
+    marker = item.get_closest_marker("django_db")
+    transactional = bool(marker and any(validate_django_db(marker)[:2]))
+    fixtures = getattr(item, "fixturenames", ())
+    if transactional or "transactional_db" in fixtures or "live_server" in fixtures:
+        return 1
+    return 0 if marker or "db" in fixtures else 2
+
+
+def demo_order(item) -> tuple[int, int]:
+    """The demo's readers side by side, so that one build serves them all (a copy is restored only while it is
+    younger than BELVEDERE_TEST_DEMO_MAX_AGE, 15 minutes; a build costs half a minute): within pytest-django's
+    order, the readers among the ``db`` tests run last and those among the transactional tests first."""
+    group = django_order(item)
+    reader = reads_the_demo(item)
+    return group, (1 if reader else 0) if group == 0 else (0 if reader else 1)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own order (db, transactional, the rest), which this keeps
 def pytest_collection_modifyitems(config, items):
-    """Under xdist, each worker tells the controller the group of each test that needs a singleton (XDIST_GROUPS).
+    """The demo's readers side by side (:func:`demo_order`). Under xdist, each worker tells the controller the group
+    of each test that needs a singleton (XDIST_GROUPS).
 
     ``--engine-subset`` (used by .ci/run for the PostgreSQL + Redis profile) keeps only the tests
     whose result can differ between engines; the default profile runs everything."""
+    items.sort(key=demo_order)
+    installations = config.getoption("--installations")
+    if installations != "all":
+        keep = [item for item in items if (item.nodeid.split("::", 1)[0] in OWN_INSTALLATION_MODULES) == (installations == "only")]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
     groups = {item.nodeid: group for item in items if (group := xdist_group_of(item))}
     if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
         path = _groups_files(os.getppid(), os.environ.get("PYTEST_XDIST_WORKER", "gw"))
@@ -177,6 +221,10 @@ def pytest_collection_modifyitems(config, items):
 def pytest_addoption(parser):
     parser.addoption("--engine-subset", action="store_true", default=False,
                      help="run only the tests whose outcome depends on the database engine or the broker")
+    parser.addoption("--installations", choices=("all", "skip", "only"), default="all",
+                     help="the tests that start a whole installation of their own (OWN_INSTALLATION_MODULES: make run, "
+                          "the benches' stacks): run them too (all), leave them out (skip) or run only them (only); "
+                          ".ci/run runs them beside the rest")
 
 
 def pytest_sessionstart(session):
@@ -204,6 +252,19 @@ def pytest_sessionstart(session):
         problems.append(f"Redis ({settings.CELERY_BROKER_URL}): {exc}")
     if problems:
         pytest.exit("integration profile: services unreachable: " + "; ".join(problems) + " (.ci/run starts them)", returncode=3)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every demo build of this run, and why no copy could serve (tests/demo_snapshot.py): the budget's largest
+    shared cost (tests/README.md)."""
+    from tests import demo_snapshot
+
+    if demo_snapshot.builds or demo_snapshot.stats["restored"]:
+        terminalreporter.section("demo builds")
+        terminalreporter.write_line(f"{len(demo_snapshot.builds)} built ({sum(s for _, _, s in demo_snapshot.builds):.0f} s), "
+                                    f"{demo_snapshot.stats['restored']} restored from a copy")
+        for test, reason, seconds in demo_snapshot.builds:
+            terminalreporter.write_line(f"  {seconds:5.0f} s  {test}: {reason}")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -294,9 +355,11 @@ class ServiceProcess:
     def __init__(self, name: str, args: list[str], env: dict, ready_marker: str | None, timeout: float = 90):
         ARTIFACTS_DIR.mkdir(exist_ok=True)
         self.name = name
-        # One log per xdist worker: two workers' Celery workers must not write one file.
+        # One log per xdist worker and profile: two workers' Celery workers must not write one file, nor the two
+        # profiles' (.ci/run runs them side by side).
         worker = os.environ.get("PYTEST_XDIST_WORKER")
-        self.log_path = ARTIFACTS_DIR / (f"{name}-{worker}.log" if worker else f"{name}.log")
+        profile = "-integration" if os.environ.get("BELVEDERE_INTEGRATION") == "1" else ""
+        self.log_path = ARTIFACTS_DIR / (f"{name}{profile}-{worker}.log" if worker else f"{name}{profile}.log")
         self._log = open(self.log_path, "w")
         self.process = subprocess.Popen(args, cwd=BASE_DIR, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         self.pid = self.process.pid

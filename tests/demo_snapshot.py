@@ -33,6 +33,15 @@ _KEY_IGNORED = {"VETTING_ACTIONS_DRY_RUN"}
 
 _snapshots: dict[str, tuple[float, Path]] = {}
 stats = {"built": 0, "restored": 0}
+#: Every build of this run: (the test that asked, why a copy could not serve, seconds). The terminal summary
+#: prints it (tests/conftest.py): a build costs half a minute, and the budget is in tests/README.md.
+builds: list[tuple[str, str, float]] = []
+
+
+def _built(reason: str, started: float) -> None:
+    stats["built"] += 1
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" (", 1)[0]
+    builds.append((test, reason, time.perf_counter() - started))
 
 
 def _folders() -> dict[str, Path]:
@@ -96,9 +105,10 @@ def load_demo(stdout=None) -> str:
     from apps.core.models import DemoState
 
     out = stdout if stdout is not None else io.StringIO()
+    started = time.perf_counter()
     if not _restorable():
         call_command("demo", stdout=out)
-        stats["built"] += 1
+        _built("not restorable here (another engine, or inside a transaction)", started)
         return "built"
     if DemoState.objects.exists():  # already loaded: the command says so and changes nothing
         call_command("demo", stdout=out)
@@ -115,7 +125,7 @@ def load_demo(stdout=None) -> str:
         stats["restored"] += 1
         return "restored"
     call_command("demo", stdout=out)
-    stats["built"] += 1
+    _built("no copy yet" if not found else "the copy is older than BELVEDERE_TEST_DEMO_MAX_AGE", started)
     root = Path(settings.DATA_DIR) / "demo-snapshots" / key
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
@@ -140,8 +150,9 @@ def demo_for_module():
 
     if not _restorable():
         with transaction.atomic():
+            started = time.perf_counter()
             call_command("demo", stdout=io.StringIO())
-            stats["built"] += 1
+            _built("not restorable here (another engine)", started)
             yield
             transaction.set_rollback(True)
         return

@@ -151,9 +151,17 @@ def nic_rates(frame: pd.DataFrame, step_s: float) -> pd.DataFrame:
     # a driver reload restarts every counter of the NIC at once: count it once (the most of any one counter)
     resets = (steps.groupby(["host", "nic", "field"])[["resets", "wraps"]].sum().groupby(level=["host", "nic"]).max()
               if not steps.empty else None)
-    out.attrs["events"] = {} if resets is None else {
-        (str(h), str(n)): {"resets": int(r), "wraps": int(w)} for (h, n), (r, w) in resets.iterrows()}
+    out.attrs["events"] = _Shared({} if resets is None else {
+        (str(h), str(n)): {"resets": int(r), "wraps": int(w)} for (h, n), (r, w) in resets.iterrows()})
     return out.sort_values(["host", "nic", "bucket"], kind="stable").reset_index(drop=True)
+
+
+class _Shared(dict):
+    """Read-only data kept in a frame's ``attrs``: pandas deep-copies attrs into every frame derived from it
+    (each sort, filter, copy), which for one entry per NIC cost seconds per job; this one is shared instead."""
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 def nic_totals(rates: pd.DataFrame) -> pd.DataFrame:

@@ -77,11 +77,11 @@ def _value_for(values: dict, path: str, name: str):
 
 
 def _fuzz(schema, identity: str, headers: dict, values: dict, counts: Counter, failures: dict,
-          statuses: Counter) -> None:
+          statuses: Counter, modes: tuple) -> None:
     toggle = itertools.count()
     for result in schema.get_all_operations():
         operation = result.ok()
-        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+        for mode in modes:
             strategy = operation.as_strategy(generation_mode=mode)
 
             @given(case=strategy)
@@ -141,9 +141,13 @@ def test_the_whole_api_answers_as_documented_for_a_researcher_and_for_staff(tran
     counts: Counter = Counter()
     failures: dict = {}
     statuses: Counter = Counter()
-    for identity, user in (("researcher", researcher), ("staff", staff)):
+    # Valid requests as both: what each may see differs. Invalid ones as staff only: they test the validation
+    # in front of the code, the same for both, and staff reach the validation of every operation (a researcher
+    # is refused the staff-only ones before it), so sending them twice repeated the same work (about a minute).
+    for identity, user, modes in (("researcher", researcher, (GenerationMode.POSITIVE,)),
+                                  ("staff", staff, (GenerationMode.POSITIVE, GenerationMode.NEGATIVE))):
         token, _ = Token.objects.get_or_create(user=user)
-        _fuzz(schema, identity, {"Authorization": f"Token {token.key}"}, values, counts, failures, statuses)
+        _fuzz(schema, identity, {"Authorization": f"Token {token.key}"}, values, counts, failures, statuses, modes)
 
     print(f"schemathesis: {sum(counts.values())} requests ({dict(counts)}), answers by class "
           f"{ {f'{k}xx': v for k, v in sorted(statuses.items())} }, {len(failures)} distinct failures")

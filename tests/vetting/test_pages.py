@@ -114,15 +114,12 @@ def test_topology_coloured_by_vetting(client, people, vetted):
 
 
 def test_demo_plants_repeat_offenders_and_a_bad_switch(transactional_db):
-    from django.core.management import call_command
-
     load_demo()
     from apps.vetting.models import NodeHealth, VettingRun
 
     assert VettingRun.objects.filter(submitter="demo").count() > 1000
     open_ = {(r.rule.slug, r.subject_kind) for r in Recommendation.objects.filter(status="open").select_related("rule")}
     assert {("critical-health", "node"), ("nccl-low-same-switch", "switch"), ("vetting-failures-30d", "node")} <= open_
-    before = Recommendation.objects.filter(status="open").count()
     states = dict(NodeHealth.objects.exclude(state="healthy").values_list("host", "state"))
     assert "in_repair" in states.values() and "drain_recommended" in states.values() and list(states.values()).count("suspect") >= 10
     # Issue 17: the running Megatron job tells one story: vetted at its start, all passed, no node of it out of service
@@ -137,5 +134,5 @@ def test_demo_plants_repeat_offenders_and_a_bad_switch(transactional_db):
     assert context(megatron)["vetting"]["runs"][0]["passed"] and not set(states) & set(megatron.node_list)
     [repaired] = [host for host, state in states.items() if state == "in_repair"]
     assert not Job.objects.filter(state="RUNNING", node_search__contains=f",{repaired},").exists()
-    call_command("demo", "--reset", stdout=open("/dev/null", "w"))
-    assert Recommendation.objects.filter(status="open").count() == before  # rebuilt, not doubled
+    # That a rebuild (--reset) leaves no recommendation twice is checked with every other table's rows in
+    # tests/core/test_demo.py (one rebuild for all parts instead of one here).
