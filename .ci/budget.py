@@ -62,8 +62,8 @@ def measured(path: Path) -> tuple[dict[str, float], int]:
 
 def main(paths: list[str]) -> int:
     shares = budget()
-    profiles: dict[str, dict[str, float]] = {}
-    for name in paths:
+    profiles: dict[str, dict[str, float]] = {"make test": defaultdict(float)}  # make test first, whatever the order
+    for name in sorted(paths, key=lambda name: not Path(name).stem.startswith("make-test")):
         path = Path(name)
         profile = next((label for stem, label in PROFILES.items() if path.stem.startswith(stem)), path.stem)
         seconds, count = measured(path)
