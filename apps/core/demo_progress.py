@@ -53,6 +53,12 @@ class Progress:
         done = sum(self.weights.get(part["name"], 1.0) for part in self.done) if self.weights else len(self.done)
         return min(1.0, done / total) if total else 0.0
 
+    @property
+    def part(self) -> str:
+        """The part being built, in words: "part 7 of 18 (network)"."""
+        label = f"part {min(len(self.done) + 1, self.total)} of {self.total}"
+        return f"{label} ({self.current})" if self.current else label
+
     def as_json(self) -> dict:
         """What the progress API answers (no pid: it says nothing to a browser)."""
         return {"state": self.state, "parts_done": len(self.done), "parts_total": self.total,

@@ -142,9 +142,7 @@ def _demo_building() -> str:
     if settings.BELVEDERE_PROFILE == "production":
         return ""
     progress = read_progress(settings.DEMO_PROGRESS_FILE)
-    if progress is None or progress.state != BUILDING:
-        return ""
-    return f"part {min(len(progress.done) + 1, progress.total)} of {progress.total}" + (f" ({progress.current})" if progress.current else "")
+    return progress.part if progress is not None and progress.state == BUILDING else ""
 
 
 def _broker_display() -> str:

@@ -29,6 +29,7 @@ def test_progress_moves_by_the_parts_weights_and_ends_ready(tmp_path):
     progress.start("accounts")
     seen = read_progress(path)
     assert (seen.state, seen.current, seen.done, seen.fraction) == (BUILDING, "accounts", [], 0.0)
+    assert seen.part == "part 1 of 3 (accounts)"
     clock.now += 2
     progress.finish("accounts", 1.5)
     progress.start("telemetry")
