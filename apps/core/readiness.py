@@ -96,6 +96,17 @@ def check_broker_round_trip() -> CheckResult:
             building = _demo_building()
             if building:
                 message = f"no worker answered within {timeout:g} s: make run starts it once the demo is built ({building})"
+            busy = _workers_answering_control()
+            if busy:
+                # The workers live but every pool process is busy: the ping waits behind their tasks. Web can
+                # still serve; saying "not ready" would have a load balancer take it out for a busy worker.
+                return CheckResult(
+                    STATUS_WARN,
+                    f"worker {', '.join(busy)} is alive (it answered a control ping) but the ping task waited over "
+                    f"{timeout:g} s behind other tasks: the workers are busy",
+                    {"broker": _broker_display(), "worker_hostnames": busy},
+                    critical=False,
+                )
         else:
             _pending_ping.pop(settings.READYZ_PING_QUEUE, None)
             message = f"broker round-trip failed: {name}: {exc}"
@@ -133,6 +144,21 @@ def check_beat() -> CheckResult:
     if age > 3 * expected:
         return CheckResult(STATUS_WARN, f"last beat heartbeat {age:.0f} s ago (expected every {expected} s)", details, False)
     return CheckResult(STATUS_OK, f"last beat heartbeat {age:.0f} s ago", details, critical=False)
+
+
+def _workers_answering_control() -> list[str]:
+    """Hostnames of the workers whose main process answers a broadcast ping: a worker answers it
+    even while every pool process runs a task. Empty where none answers or the transport cannot
+    broadcast."""
+    from celery import current_app
+
+    if settings.READYZ_CONTROL_PING_TIMEOUT <= 0:
+        return []
+    try:
+        replies = current_app.control.ping(timeout=settings.READYZ_CONTROL_PING_TIMEOUT) or []
+    except Exception:
+        return []
+    return sorted(name for reply in replies for name in reply)
 
 
 def _demo_building() -> str:

@@ -396,6 +396,9 @@ CELERY_BEAT_SCHEDULE = {
 # long one answer is reused so that a busy load balancer does not flood the queue.
 # ---------------------------------------------------------------------------------------------
 READYZ_BROKER_TIMEOUT = env.float("READYZ_BROKER_TIMEOUT", default=5.0)
+# When the ping task waits past that, a broadcast ping tells a busy worker (alive, every pool process
+# running a task: /readyz warns but stays 200) from none (503).
+READYZ_CONTROL_PING_TIMEOUT = env.float("READYZ_CONTROL_PING_TIMEOUT", default=1.0)
 READYZ_CACHE_SECONDS = env.float("READYZ_CACHE_SECONDS", default=2.0)
 # Queue the readiness ping goes to: one that every worker consumes.
 READYZ_PING_QUEUE = env("READYZ_PING_QUEUE", default="celery")

@@ -32,6 +32,7 @@ def test_readyz_fails_when_the_ping_runs_eagerly_in_the_web_process(client):
 def test_readyz_says_no_worker_answered_when_nobody_consumes_the_queue(client, settings):
     settings.READYZ_PING_QUEUE = "nobody-consumes-this-queue"
     settings.READYZ_BROKER_TIMEOUT = 0.5
+    settings.READYZ_CONTROL_PING_TIMEOUT = 0  # no broadcast: a session worker may live beside this test
     response = client.get("/readyz")
     assert response.status_code == 503
     broker = response.json()["checks"]["broker"]
@@ -89,6 +90,7 @@ def test_readyz_without_a_worker_leaves_one_expiring_ping_queued_not_one_per_cal
 
     settings.READYZ_PING_QUEUE = f"nobody-consumes-{uuid.uuid4().hex[:8]}"
     settings.READYZ_BROKER_TIMEOUT = 0.2
+    settings.READYZ_CONTROL_PING_TIMEOUT = 0  # no broadcast: a session worker may live beside this test
     for _ in range(4):
         assert client.get("/readyz").status_code == 503
     with Connection(settings.CELERY_BROKER_URL, transport_options=settings.CELERY_BROKER_TRANSPORT_OPTIONS) as connection:
@@ -99,3 +101,20 @@ def test_readyz_without_a_worker_leaves_one_expiring_ping_queued_not_one_per_cal
     assert len(messages) == 1
     # A worker that comes back later drops it instead of answering a caller long gone.
     assert messages[0].headers["task"] == "core.ping" and messages[0].headers["expires"]
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_readyz_tells_a_busy_worker_from_none(client, settings, celery_worker_process):
+    """The ping task waits where the worker takes nothing (as behind a full pool): the worker's main
+    process still answers a broadcast ping, so /readyz warns and stays ready instead of saying 503."""
+    settings.READYZ_PING_QUEUE = "nobody-consumes-this-queue"
+    settings.READYZ_BROKER_TIMEOUT = 0.5
+    settings.READYZ_CONTROL_PING_TIMEOUT = 3.0
+    response = client.get("/readyz")
+    body = response.json()
+    assert response.status_code == 200, body
+    broker = body["checks"]["broker"]
+    assert broker["status"] == "warn" and broker["critical"] is False, broker
+    assert broker["worker_hostnames"] and all(name.startswith("test-") for name in broker["worker_hostnames"]), broker
+    assert "busy" in broker["message"]

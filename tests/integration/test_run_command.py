@@ -261,8 +261,15 @@ def test_make_run_serves_at_once_builds_the_demo_keeps_it_alive_restarts_a_kille
 
         # 4. SIGKILL the worker (its main process; its pool children die with it): web keeps answering, the
         # supervisor starts a new worker, and readiness comes back with a new worker process.
-        status, report = fetch_json(f"{base}/readyz")
-        assert status == 200, report
+        # The worker may be busy scoring (the ping then waits behind its tasks, and /readyz warns without a pid):
+        # wait for a ping it answers, which names the process.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status, report = fetch_json(f"{base}/readyz")
+            if status == 200 and report["checks"]["broker"]["status"] == "ok":
+                break
+            time.sleep(1)
+        assert status == 200 and report["checks"]["broker"]["status"] == "ok", report
         worker = parent_pid(report["checks"]["broker"]["worker_pid"])
         assert "celery" in process_command_line(worker) and "worker" in process_command_line(worker)
         web_pids = {int(p) for p in re.findall(r"Booting worker with pid: (\d+)", log_path.read_text(errors="replace"))}
