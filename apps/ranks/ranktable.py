@@ -229,7 +229,11 @@ def communicator_spans(table: RankTable, groups_by_kind: dict[str, list[list[int
         switch_ids = table.switch_id[members]
         known = switch_ids >= 0
         switch_count = np.where(network, _distinct_per_row(switch_ids, known), 0)
-        group_count = np.where(network, _distinct_per_row(switch_group[np.maximum(switch_ids, 0)], known), 0)
+        # Only placed ranks have a switch, hence a group; the others stay -1 (with no topology loaded at all,
+        # ``switch_group`` is empty and no rank is placed).
+        group_ids = np.full(switch_ids.shape, -1, dtype=np.int64)
+        group_ids[known] = switch_group[switch_ids[known]]
+        group_count = np.where(network, _distinct_per_row(group_ids, known), 0)
         spans.append(CommunicatorSpan(kind, members.shape[0], members.shape[1], int(switch_count.max()),
                                       int(group_count.max()), int(np.count_nonzero(group_count > 1)),
                                       int(np.count_nonzero(~known.all(axis=1))),

@@ -85,3 +85,33 @@ def test_a_layout_that_no_longer_fits_the_job_is_explained(client, make_user, al
     page = client.get("/jobs/alps/1/").content.decode()
     assert 'id="rank-layout-problem"' in page and "Set the layout again." in page
     assert alice.put("/api/v1/jobs/alps/1/layout/", {"tp": 4, "pp": 2}, format="json").status_code == 200  # 16 ranks now
+
+
+def test_a_cluster_without_topology_stores_a_context_parallel_layout(db, api_client, make_user, client):
+    """Issue 33, finding 3a: a cluster whose topology was never imported (no switch, no group known) was a
+    500 (IndexError in communicator_spans) on every layout PUT. The layout is stored, every rank keeps its
+    host and GPU, and the switch and group counts say that no rank could be placed."""
+    from apps.jobs.models import Cluster, Job, node_search_text
+
+    nodes = [f"nid{n:06d}" for n in range(1, 5)]
+    Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=1, user_name="alice", account="a-llm01",
+                       state="RUNNING", node_list=nodes, node_count=4, tasks=16, gpus=16, node_search=node_search_text(nodes))
+    api_client.force_authenticate(make_user("alice", accounts=["a-llm01"]))
+    response = api_client.put("/api/v1/jobs/alps/1/layout/", {"tp": 2, "cp": 2, "pp": 2}, format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["layout"]["cp"], body["layout"]["dp"]) == (2, 2)
+    assert body["placement"]["ranks_without_nic"] == 16 and body["placement"]["hosts_not_in_topology"] == nodes
+    spans = {span["kind"]: span for span in body["communicators"]}
+    # cp groups (ranks r, r + 2) share a node: NVLink only; dp-cp groups cross nodes, none of them placed.
+    assert (spans["cp"]["groups"], spans["cp"]["inside_node"]) == (8, 8)
+    assert spans["dp-cp"]["max_nodes"] == 2 and spans["dp-cp"]["groups_with_unplaced_ranks"] == 4
+    assert all(span["max_switches"] == span["max_dragonfly_groups"] == 0 for span in spans.values())
+    assert body["pipeline"]["verdict"].startswith("None of the 8 pipeline boundaries can be placed")
+    assert api_client.get("/api/v1/jobs/alps/1/layout/").json() == body
+    rows = api_client.get("/api/v1/jobs/alps/1/ranks/?cp=1").json()
+    assert len(rows) == 8 and all(row["group"] is None and row["host"] in nodes for row in rows)
+    assert api_client.get("/api/v1/jobs/alps/1/ranks/figure/").status_code == 200
+    client.force_login(make_user("alice-web", accounts=["a-llm01"]))
+    page = client.get("/jobs/alps/1/")
+    assert page.status_code == 200 and "16 of 16 ranks have no NIC placement" in page.content.decode()
