@@ -25,6 +25,7 @@ rule and subject). Plain Python: pandas, no Django.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -79,17 +80,28 @@ class Finding:
         return self.rule, self.subject_kind, self.subject
 
 
+# The largest value a numeric parameter may take: a window beyond ten years reaches before any vetting
+# record (and past 292 years past what a timestamp holds), and no count or bandwidth comes near a million.
+PARAM_MAXIMUM = {"days": 3650}
+PARAM_MAXIMUM_DEFAULT = 1_000_000
+
+
 def check_rule(kind: str, params: dict, action: str, severity: str) -> tuple[dict, list[tuple[str, str]]]:
-    """Parameters with defaults filled in, and problems as (field, message)."""
+    """Parameters with defaults filled in, and problems as (field, message). Anything may come in (a rule
+    stored by an older version, a request body): every problem is named, nothing raises."""
     problems = []
-    if kind not in KIND_PARAMS:
-        return dict(params or {}), [("kind", f"unknown rule kind {kind!r}; choose {', '.join(KIND_PARAMS)}")]
-    if action not in ACTIONS:
+    if not isinstance(kind, str) or kind not in KIND_PARAMS:
+        problems.append(("kind", f"unknown rule kind {kind!r}; choose {', '.join(KIND_PARAMS)}"))
+    if not isinstance(action, str) or action not in ACTIONS:
         problems.append(("action", f"choose one of {', '.join(ACTIONS)}"))
-    if severity not in SEVERITIES:
+    if not isinstance(severity, str) or severity not in SEVERITIES:
         problems.append(("severity", f"choose one of {', '.join(SEVERITIES)}"))
+    if params is None:
+        params = {}
     if not isinstance(params, dict):
-        return {}, problems + [("params", "parameters are a JSON object")]
+        return {}, problems + [("params", f"parameters are a JSON object, not {_json_type(params)}")]
+    if problems and problems[0][0] == "kind":
+        return dict(params), problems  # which parameters apply depends on the kind
     merged = {**DEFAULTS[kind], **params}
     for name, value in params.items():
         expected = KIND_PARAMS[kind].get(name)
@@ -100,11 +112,26 @@ def check_rule(kind: str, params: dict, action: str, severity: str) -> tuple[dic
                 problems.append((f"params.{name}", "a list of non-empty strings"))
             elif name == "kinds" and not set(value) <= set(KINDS):
                 problems.append((f"params.{name}", f"kinds are {', '.join(KINDS)}"))
-        elif isinstance(value, bool) or not isinstance(value, (int, float)) or (expected is int and int(value) != value):
+        elif (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+              or (expected is int and int(value) != value)):
             problems.append((f"params.{name}", f"a {'whole ' if expected is int else ''}number"))
         elif value <= 0:
             problems.append((f"params.{name}", "must be more than 0"))
+        elif value > (maximum := PARAM_MAXIMUM.get(name, PARAM_MAXIMUM_DEFAULT)):
+            problems.append((f"params.{name}", f"must be at most {maximum:,}"))
     return merged, problems
+
+
+def _json_type(value) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return type(value).__name__
 
 
 def empty_history() -> pd.DataFrame:

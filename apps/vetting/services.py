@@ -179,7 +179,8 @@ def rules_evaluate(*, hosts=None, now=None) -> dict:
     rules_ensure_built_in()
     now = now or timezone.now()
     specs = rule_specs()
-    longest = max((float(check_rule(s.kind, s.params, s.action, s.severity)[0].get("days", 1)) for s in specs), default=1.0)
+    checked = (check_rule(s.kind, s.params, s.action, s.severity) for s in specs)
+    longest = max((float(params.get("days", 1)) for params, problems in checked if not problems), default=1.0)
     findings = evaluate(specs, history_frame(hosts=hosts, since=now - timedelta(days=longest)), now=now)
     rules_by_slug = {rule.slug: rule for rule in Rule.objects.all()}
     created, updated = [], 0

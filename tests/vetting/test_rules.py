@@ -119,6 +119,13 @@ def test_same_history_same_findings_and_disabled_or_invalid_rules_find_nothing()
     ("failures_in_window", {"windows": 3}, "suspect", "warning", {"params.windows"}),
     ("failures_in_window", {"kinds": ["slurm"]}, "drain", "loud", {"params.kinds", "action", "severity"}),
     ("low_bandwidth_same_switch", {"min_gbs": True}, "suspect", "warning", {"params.min_gbs"}),
+    # Issue 33, finding 3b: these raised (a 500 from the rules API) instead of naming the field.
+    ("nope", [1, 2], "suspect", "warning", {"kind", "params"}),
+    ("nope", "abc", "suspect", "warning", {"kind", "params"}),
+    ("failures_in_window", ["min_failures"], "suspect", "warning", {"params"}),
+    ("failures_in_window", {"min_failures": float("inf")}, "suspect", "warning", {"params.min_failures"}),
+    ("failures_in_window", {"days": 1e9}, "suspect", "warning", {"params.days"}),
+    (["failures_in_window"], {}, None, "warning", {"kind", "action"}),
 ])
 def test_invalid_rules_name_the_field(kind, params, action, severity, fields):
     _, problems = check_rule(kind, params, action, severity)

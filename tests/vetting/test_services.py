@@ -152,3 +152,30 @@ def test_rules_are_versioned_and_invalid_changes_are_refused_whole(cluster, api_
         run_store(gpu_failure("nid000030", days), cluster=cluster)
     rules_evaluate()
     assert Recommendation.objects.get(subject="nid000030").rule_version == 2
+
+
+@pytest.mark.parametrize("method, url, body, fields", [
+    ("post", "/api/v1/vetting/rules/", {"slug": "odd", "name": "Odd", "kind": "no-such-kind", "params": [1, 2],
+                                        "action": "suspect", "severity": "warning"}, {"kind", "params"}),
+    ("post", "/api/v1/vetting/rules/", {"slug": "odd", "name": "Odd", "kind": "no-such-kind", "params": {"days": 3},
+                                        "action": "suspect", "severity": "warning"}, {"kind"}),
+    ("post", "/api/v1/vetting/rules/", {"slug": "odd", "name": "Odd", "kind": "critical_result", "params": "days=3",
+                                        "action": "suspect", "severity": "warning"}, {"params"}),
+    ("patch", "/api/v1/vetting/rules/gpu-failures-7d/", {"kind": "no-such-kind"}, {"kind"}),
+    ("patch", "/api/v1/vetting/rules/gpu-failures-7d/", {"params": ["min_failures", 2]}, {"params"}),
+    ("patch", "/api/v1/vetting/rules/gpu-failures-7d/", {"params": "min_failures=2"}, {"params"}),
+    ("patch", "/api/v1/vetting/rules/gpu-failures-7d/", {"kind": "nope", "params": 7}, {"kind", "params"}),
+    ("patch", "/api/v1/vetting/rules/gpu-failures-7d/", {"params": {"days": 1e9}}, {"params.days"}),
+])
+def test_rules_api_names_the_field_of_a_bad_kind_or_params(cluster, api_client, make_user, method, url, body, fields):
+    """Issue 33, finding 3b: an unknown kind with non-object params, non-object params, a window of a billion
+    days (later a 500 on every rules evaluation) were 500s; each is a 400 naming the field,
+    and the rule is unchanged."""
+    rules_evaluate()  # creates the built-in rules
+    before = Rule.objects.get(slug="gpu-failures-7d").version
+    api_client.force_authenticate(make_user("ops", is_staff=True))
+    response = getattr(api_client, method)(url, json.dumps(body), content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert {error["field"] for error in response.json()["errors"]} == fields, response.json()
+    assert Rule.objects.get(slug="gpu-failures-7d").version == before and not Rule.objects.filter(slug="odd").exists()
+    rules_evaluate()
