@@ -12,7 +12,8 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
-from apps.telemetry.lustre import PREFIX, RATE_COLUMNS, job_io, totals
+from apps.core.timebounds import step_note
+from apps.telemetry.lustre import PREFIX, RATE_COLUMNS, io_step, job_io, totals
 from apps.telemetry.selectors import job_cube
 from apps.telemetry.store import telemetry_store
 
@@ -32,7 +33,8 @@ def lustre_series(job, start: datetime | None = None, end: datetime | None = Non
 
 
 def choose_step(first, last, asked: int | None = None) -> int:
-    """``asked``, or the finest of ``NICE_STEPS`` that gives at most ``MAX_BUCKETS`` buckets over the span."""
+    """``asked``, or the finest of ``NICE_STEPS`` that gives at most ``MAX_BUCKETS`` buckets over the span. (An asked
+    step too fine for the span grows in :func:`job_storage`: ``apps.telemetry.lustre.io_step``.)"""
     if asked:
         return int(asked)
     span = max((pd.Timestamp(last) - pd.Timestamp(first)).total_seconds(), 1.0)
@@ -82,21 +84,26 @@ def job_storage(job, step: int | None = None, start: datetime | None = None, end
     around it) and the verdict; ``series`` empty and ``coverage`` None when the job has no Lustre counters."""
     frame = lustre_series(job, start, end)
     if frame.empty:
-        return {"step": step, "coverage": None, "series": {"time": [], **{key: [] for key in SERIES_KEYS.values()}},
+        return {"step": step, "step_note": "", "coverage": None,
+                "series": {"time": [], **{key: [] for key in SERIES_KEYS.values()}},
                 "totals": {}, "targets": [], "bursts": [], "verdict": ""}
     first, last = frame["ts"].min(), frame["ts"].max()
-    step = choose_step(first, last, step)
+    asked = choose_step(first, last, step)
+    step = io_step(frame, asked)  # at most timebounds.MAX_BUCKETS buckets, whatever the readings' span
     rates = job_io(frame, step)
-    found = burst_rules.find_bursts(rates["time"].dt.tz_convert(None).to_numpy("datetime64[ns]"),
-                                    rates["write_bytes_per_s"].to_numpy(float), step) if len(rates) else []
+    # No rate at all (one reading per counter, e.g. ``since`` less than a reading interval ago): job_io's empty
+    # frame has no datetime column, so the times go through to_datetime.
+    times = pd.to_datetime(rates["time"], utc=True).dt.tz_convert(None).to_numpy("datetime64[ns]")
+    found = burst_rules.find_bursts(times, rates["write_bytes_per_s"].to_numpy(float), step) if len(rates) else []
     gpu = gpu_activity(job) if with_gpu and found else None
     idle = (burst_rules.idle_during(found, gpu["time"], gpu["activity"], gpu["step"]) if gpu is not None
             else [None] * len(found))
     targets = sorted({str(name)[len(PREFIX):].rsplit("/", 1)[0] for name in frame["name"].unique()})
     return {
         "step": step,
+        "step_note": step_note(asked, step),
         "coverage": {"first": first.isoformat(), "last": last.isoformat(), "readings": int(frame["ts"].nunique())},
-        "series": {"time": _iso(rates["time"].dt.tz_convert(None).to_numpy("datetime64[ns]")),
+        "series": {"time": _iso(times),
                    **{SERIES_KEYS[column]: _numbers(rates[column]) for column in RATE_COLUMNS}},
         "totals": {key: float(value) for key, value in totals(frame).items()},
         "targets": targets,

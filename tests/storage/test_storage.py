@@ -113,6 +113,24 @@ def test_bad_parameters_are_400s_and_a_job_without_stats_says_what_to_enable(api
     assert empty["coverage"] is None and empty["bursts"] == [] and "jobid_var=SLURM_JOB_ID" in empty["reason"]
 
 
+@pytest.mark.parametrize("seconds_before_last", [0, 15, 29])
+def test_a_window_holding_one_reading_per_counter_answers_no_rates(api_client, make_user, jobs, store, seconds_before_last):
+    """Issue 33, finding 3c: ``?since=`` less than one reading interval before the last reading (35-55 s in the past
+    on a live job read every 30 s) left one reading per counter, hence no rate, and the empty frame was a 500. It is
+    a 200 with the readings' coverage, no series, and the totals the readings give."""
+    import_readings(store, minutes=10)
+    last = T0 + timedelta(seconds=600)
+    api_client.force_authenticate(make_user("alice", accounts=["a-llm01"]))
+    since = (last - timedelta(seconds=seconds_before_last)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    answer = api_client.get("/api/v1/jobs/alps/1/storage/", {"since": since})
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert body["coverage"]["readings"] == 1 and body["bursts"] == [] and body["verdict"] == ""
+    assert body["series"] == {"time": [], "read_bytes": [], "write_bytes": [], "read_ops": [], "write_ops": [],
+                              "metadata_ops": []}
+    assert body["totals"]["read_bytes"] == pytest.approx(10e6 * 600, rel=1e-3)
+
+
 def test_the_panel_summary_and_page(client, make_user, jobs, store):
     assert panel.summary(jobs) is None  # no stats: nothing on the first screen
     client.force_login(make_user("alice", accounts=["a-llm01"]))
