@@ -15,7 +15,7 @@ from apps.core.gpu_models import gpu_model_for
 from apps.saturation.models import JobSaturation
 from apps.telemetry.backends.base import TelemetryUnavailable
 from apps.telemetry.lustre import PREFIX as LUSTRE_PREFIX
-from apps.telemetry.lustre import job_io, reading_step
+from apps.telemetry.lustre import io_step, job_io, reading_step
 from apps.telemetry.selectors import job_cube
 from apps.telemetry.store import telemetry_store
 
@@ -85,7 +85,7 @@ def _writes(lustre: pd.DataFrame) -> dict:
     :class:`events.Evidence` arguments on a grid of their own (bytes per bucket); {} when it has none."""
     if lustre.empty:
         return {}
-    step = reading_step(lustre)
+    step = io_step(lustre, reading_step(lustre))  # at most timebounds.MAX_BUCKETS buckets, whatever the span
     rates = job_io(lustre, step)
     if rates.empty:
         return {}

@@ -15,6 +15,7 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils.timezone import now as time_now
 
+from apps.core.timebounds import WriteWindow
 from apps.telemetry.backends.base import APP_COLUMNS, canonical_app
 from apps.telemetry.store import telemetry_store
 
@@ -61,9 +62,9 @@ def _ts(value, where: str, problems: list) -> datetime | None:
     return None
 
 
-def rows_frame(job, rows: list) -> pd.DataFrame:
+def rows_frame(job, rows: list, window: WriteWindow | None = None) -> pd.DataFrame:
     """The canonical job-series frame of API rows ``[{"ts", "step", name: value, ...}]``; MetricsRefused naming
-    every problem (the first 20) when one row is wrong."""
+    every problem (the first 20) when one row is wrong, a ``ts`` outside ``window`` (the job's write window) too."""
     if not isinstance(rows, list):
         raise MetricsRefused("Send the rows as a JSON list (or {\"rows\": [...]}).", [("rows", "not a list")])
     if len(rows) > MAX_ROWS:
@@ -76,6 +77,9 @@ def rows_frame(job, rows: list) -> pd.DataFrame:
             problems.append((where, "each row is an object like {\"ts\": 1764000000, \"step\": 10, \"loss\": 2.3}"))
             continue
         moment = _ts(row.get("ts"), f"{where}.ts", problems)
+        if moment is not None and window is not None and (outside := window.refusal(moment)) is not None:
+            problems.append((f"{where}.ts", outside))
+            moment = None
         step = row.get("step")
         if step is not None and (isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**62):
             problems.append((f"{where}.step", f"{str(step)[:40]!r} is not a whole number of iterations"))
@@ -127,9 +131,26 @@ def mark_series_written(job) -> None:
     cache.set(SERIES_STAMP.format(pk=job.pk), time_now().timestamp(), None)
 
 
-def metrics_ingest(job, rows: list, *, source: str = "api") -> int:
-    """Validate ``rows`` (the API's shape) and store them; MetricsRefused when any row is wrong."""
-    return series_write(job, rows_frame(job, rows))
+def metrics_ingest(job, rows: list, *, source: str = "api", window: WriteWindow | None = None) -> int:
+    """Validate ``rows`` (the API's shape) and store them; MetricsRefused when any row is wrong or, with ``window``
+    (the job's write window, ``Job.write_window``), dated outside it."""
+    return series_write(job, rows_frame(job, rows, window))
+
+
+def within_window(frame: pd.DataFrame, window: WriteWindow | None) -> tuple[pd.DataFrame, list[dict]]:
+    """The rows of a canonical job-series ``frame`` dated inside ``window`` (all without one), and the error entry
+    (``{"line": None, "message"}``) that counts the rest, naming the window; [] when none was dropped."""
+    if window is None or frame.empty:
+        return frame, []
+    times = pd.to_datetime(frame["ts"], utc=True)
+    keep = (times >= pd.Timestamp(window.start)) & (times <= pd.Timestamp(window.end))
+    dropped = int((~keep).sum())
+    if not dropped:
+        return frame, []
+    outside = times[~keep]
+    message = (f"ts: {dropped:,} values dated {outside.min():%Y-%m-%dT%H:%M:%SZ} .. {outside.max():%Y-%m-%dT%H:%M:%SZ} "
+               f"are outside the job's write window {window.words()} and were dropped")
+    return frame[keep].reset_index(drop=True), [{"line": None, "message": message}]
 
 
 def model_config_set(job, data: dict, *, source: str = JobModelConfigSourceChoices.API) -> JobModelConfig:
@@ -147,11 +168,12 @@ def _config_from_log(config: dict) -> dict:
     return {key: config[key] for key in MODEL_FIELDS if config.get(key) is not None}
 
 
-def training_log_import(job, lines) -> dict:
+def training_log_import(job, lines, *, window: WriteWindow | None = None) -> dict:
     """Read Megatron-LM output (an iterable of text lines, streamed) into the job's series and, when the argument
-    dump gives the shape and the job has no config set through the API, its model config."""
+    dump gives the shape and the job has no config set through the API, its model config. Values dated outside
+    ``window`` (the job's write window) are dropped, and counted in ``errors``."""
     log = megatron_log.parse_training_log(lines)
-    frame = megatron_log.rows_frame(log, job.cluster.name, int(job.job_id))
+    frame, outside = within_window(megatron_log.rows_frame(log, job.cluster.name, int(job.job_id)), window)
     written = series_write(job, frame)
     config_set = False
     shape = _config_from_log(log.config)
@@ -163,12 +185,14 @@ def training_log_import(job, lines) -> dict:
         except ValueError:
             config_set = False
     return {"rows": written, "lines": log.lines, "model_config": config_set,
-            "errors": [{"line": error.line, "message": error.message} for error in log.errors]}
+            "errors": [*outside, *({"line": error.line, "message": error.message} for error in log.errors)]}
 
 
-def tensorboard_import(job, data: bytes) -> dict:
-    """Read a TensorBoard event file's scalars into the job's series."""
+def tensorboard_import(job, data: bytes, *, window: WriteWindow | None = None) -> dict:
+    """Read a TensorBoard event file's scalars into the job's series; values dated outside ``window`` (the job's write
+    window) are dropped, and counted in ``errors``."""
     frame, errors = tensorboard_events.read_event_file(data)
+    frame, outside = within_window(frame, window)
     written = series_write(job, frame)
-    return {"rows": written, "errors": [error if isinstance(error, dict) else {"line": None, "message": str(error)}
-                                        for error in errors]}
+    return {"rows": written, "errors": [*outside, *(error if isinstance(error, dict) else {"line": None, "message": str(error)}
+                                                    for error in errors)]}

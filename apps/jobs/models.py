@@ -6,13 +6,16 @@ without — a matching portal user.
 """
 import hashlib
 import secrets
+from datetime import timedelta
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from apps.core.models import TimeStampedModel
+from apps.core.timebounds import WriteWindow, write_window
 
 from .choices import ClusterSyncModeChoices, JobProductStatusChoices, JobStateChoices
 
@@ -134,6 +137,13 @@ class Job(TimeStampedModel):
         if slack:
             start, end = start - slack, (end + slack if end is not None else None)
         return start, end
+
+    def write_window(self, now=None) -> WriteWindow:
+        """The times the job's own writes (a job token's samples, imports, metrics) may carry: its run time, or its
+        time since submission while pending, ± ``JOB_WRITE_MARGIN_MINUTES`` (``apps.core.timebounds``' rule)."""
+        return write_window(pending=self.state == JobStateChoices.PENDING, start=self.start_time, end=self.end_time,
+                            submit=self.submit_time, now=now or timezone.now(),
+                            margin=timedelta(minutes=settings.JOB_WRITE_MARGIN_MINUTES))
 
     @property
     def display_id(self) -> str:

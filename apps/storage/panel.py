@@ -169,7 +169,7 @@ def storage_figure(job, query) -> dict:
     """Plotly JSON: rates, metadata ops, GPU activity and tokens/s on one time axis, bursts shaded on each."""
     numbers = selectors.job_storage(job)
     body = {"coverage": numbers.get("coverage"), "bursts": numbers.get("bursts") or [], "verdict": numbers.get("verdict", ""),
-            "step": numbers.get("step")}
+            "step": numbers.get("step"), "step_note": numbers.get("step_note", "")}
     if not numbers.get("coverage"):
         return {**body, "data": [], "layout": {}, "reason": "no Lustre job statistics for this job"}
     series = numbers["series"]
@@ -190,6 +190,10 @@ def storage_figure(job, query) -> dict:
         x, y = _broken(tokens["ts"].dt.tz_convert(None).to_numpy("datetime64[ns]"), tokens["value"].round(1).tolist())
         rows.append(("tokens/s", [_line(x, y, "tokens/s", COLOURS["tokens"], "%{y:,.0f} tokens/s")]))
     body.update(_layout(rows, body["bursts"], gpu_axis=gpu is not None))
+    if body["step_note"]:  # the readings span more than the grid's cap allows at the usual step: say so on the figure
+        body["layout"]["annotations"].append({"text": body["step_note"], "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
+                                              "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                                              "font": {"size": 11, "color": "#8a5a00"}})
     return body
 
 

@@ -74,6 +74,7 @@ class Scope:
     cluster: str | None = None
     hosts: frozenset[str] | None = None
     window: tuple[datetime, datetime] | None = None
+    window_words: str = ""  # the window in words, with what it is made of (``apps.core.timebounds.WriteWindow.words``)
 
     def cluster_for(self, given: str) -> str:
         """The cluster a sample lands in: the scope's (a job token's) over the one given."""
@@ -81,7 +82,7 @@ class Scope:
 
     def time_error(self, moment: datetime) -> str | None:
         if self.window is not None and not self.window[0] <= moment <= self.window[1]:
-            return f"{moment:%Y-%m-%dT%H:%M:%SZ} is outside the job's run time"
+            return f"{moment:%Y-%m-%dT%H:%M:%SZ} is outside the job's write window {self._words()}"
         return None
 
     def host_error(self, host: str) -> str | None:
@@ -99,7 +100,13 @@ class Scope:
         dropped = int((~keep).sum())
         if not dropped:
             return frame, ""
-        return frame[keep], f"{dropped} samples are outside the job's nodes or run time and were dropped"
+        where = f"the job's nodes or its write window {self._words()}" if self.window is not None else "the job's nodes"
+        return frame[keep], f"{dropped} samples are outside {where} and were dropped"
+
+    def _words(self) -> str:
+        if self.window_words:
+            return self.window_words
+        return f"{self.window[0]:%Y-%m-%dT%H:%M:%SZ} – {self.window[1]:%Y-%m-%dT%H:%M:%SZ}" if self.window else ""
 
 
 # Limits of the streaming reader (the portal's settings pass their own; these are the defaults).
@@ -531,12 +538,12 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
         except (ValueError, OverflowError, OSError) as exc:
             bad("ts", str(exc))
             continue
+        if (outside := scope.time_error(moment)) is not None:  # a job token: its job's write window, said first
+            bad("ts", outside)
+            continue
         if not earliest <= moment <= latest:
             bad("ts", f"{moment:%Y-%m-%dT%H:%M:%SZ} is outside the accepted range "
                       f"{earliest:%Y-%m-%d} .. {latest:%Y-%m-%dT%H:%M}Z")
-            continue
-        if (outside := scope.time_error(moment)) is not None:
-            bad("ts", outside)
             continue
         host = sample["host"]
         if not isinstance(host, str) or not HOSTNAME.match(host):

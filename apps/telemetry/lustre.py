@@ -46,6 +46,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from apps.core.timebounds import MAX_BUCKETS, capped_step
+
 from .backends.base import APP_COLUMNS, APP_NAME, app_frame_from_columns
 
 PREFIX = "lustre/"
@@ -363,11 +365,26 @@ def reading_step(frame: pd.DataFrame, least: int = 10, most: int = 600) -> int:
     return int(min(max(round(float(np.median(np.diff(seconds)))), least), most))
 
 
-def job_io(frame: pd.DataFrame, step: int) -> pd.DataFrame:
+def io_step(frame: pd.DataFrame, step: int, most: int = MAX_BUCKETS) -> int:
+    """``step``, grown (:func:`apps.core.timebounds.capped_step`) so that :func:`job_io` over ``frame``'s readings
+    has at most ``most`` buckets whatever their span: the step a caller must state beside the rates."""
+    step = int(step)
+    if step <= 0:
+        raise ValueError("step must be a positive number of seconds")
+    if frame is None or frame.empty:
+        return step
+    seconds = pd.to_datetime(frame["ts"], utc=True).dt.as_unit("ns").astype("int64").to_numpy() / 1e9
+    return int(capped_step(float(np.max(seconds) - np.min(seconds)), step, most))
+
+
+def job_io(frame: pd.DataFrame, step: int, most: int = MAX_BUCKETS) -> pd.DataFrame:
     """Per epoch-aligned bucket of ``step`` seconds: ``time`` (bucket start, UTC) and the job's rates
     (``RATE_COLUMNS``) summed over targets, from its ``lustre/...`` series (other names are ignored). Each
     counter's increase between two readings is spread evenly over the time between them; the first reading of a
-    series only sets its level (what came before it has no time). Empty frame when no counter moved."""
+    series only sets its level (what came before it has no time). Empty frame when no counter moved.
+
+    At most ``most`` buckets: over readings too far apart for ``step`` the step grows (:func:`io_step`, which a
+    caller uses first to know the step it shows)."""
     step = int(step)
     if step <= 0:
         raise ValueError("step must be a positive number of seconds")
@@ -384,6 +401,7 @@ def job_io(frame: pd.DataFrame, step: int) -> pd.DataFrame:
     lo, hi = float(np.min(seconds)), float(np.max(seconds))
     if hi <= lo:
         return pd.DataFrame(columns=columns)
+    step = int(capped_step(hi - lo, step, most))
     first = math.floor(lo / step) * step
     last = math.ceil(hi / step) * step
     if last == first:

@@ -244,17 +244,14 @@ def job_telemetry_update(job, report=_quiet) -> JobTelemetry:
 
 # -- ingestion: storing a batch -------------------------------------------------------------------------
 
-# A job token may post for its job from a little before it started until a little after it ended.
-JOB_WINDOW_SLACK = timedelta(minutes=10)
-
-
 def ingest_scope(job) -> Scope:
-    """What a caller may write: anything without a job token; with one, its job's cluster, nodes and run
-    time (``Job.run_window`` from its submission while it waits) ± ``JOB_WINDOW_SLACK``."""
+    """What a caller may write: anything without a job token; with one, its job's cluster, nodes and write window
+    (``Job.write_window``: its run time, or its time since submission while it waits, ± JOB_WRITE_MARGIN_MINUTES)."""
     if job is None:
         return Scope()
-    return Scope(cluster=job.cluster.name, hosts=frozenset(job.node_list or ()),
-                 window=job.run_window(slack=JOB_WINDOW_SLACK, from_submit=True))
+    window = job.write_window()
+    return Scope(cluster=job.cluster.name, hosts=frozenset(job.node_list or ()), window=window.as_tuple(),
+                 window_words=window.words())
 
 
 def ingest_samples(frame: pd.DataFrame, errors: list[dict], *, source: str, sender: str, nbytes: int, rows: int,

@@ -474,6 +474,10 @@ SLURM_SACCT_LOOKBACK_HOURS = env.int("SLURM_SACCT_LOOKBACK_HOURS", default=24)
 SLURM_SYNC_SECONDS = env.int("SLURM_SYNC_SECONDS", default=60)
 # Job tokens keep working this many hours after their job ended (late uploads from epilogs).
 JOB_TOKEN_GRACE_HOURS = env.int("JOB_TOKEN_GRACE_HOURS", default=24)
+# A job's own writes (a job token's samples, imports, metrics; any writer's metrics of the job) must fall in its
+# run time widened by this many minutes each side; a running job's window ends at now + margin, a pending job's
+# runs from its submission to now + margin (apps/core/timebounds.py). Times outside are refused or dropped, saying so.
+JOB_WRITE_MARGIN_MINUTES = env.float("JOB_WRITE_MARGIN_MINUTES", default=10.0)
 CELERY_BEAT_SCHEDULE["jobs.sync_clusters"] = {"task": "jobs.sync_clusters", "schedule": float(SLURM_SYNC_SECONDS)}
 CELERY_BEAT_SCHEDULE["telemetry.materialize_recent_jobs"] = {"task": "telemetry.materialize_recent_jobs",
                                                              "schedule": float(TELEMETRY_REFRESH_SECONDS)}

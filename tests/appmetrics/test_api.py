@@ -11,6 +11,7 @@ from apps.jobs.services import job_token_issue
 
 NODES = [f"nid{n:06d}" for n in range(1, 9)]
 T0 = datetime(2026, 11, 24, 10, 0, tzinfo=timezone.utc)
+TS = int(T0.timestamp()) + 600  # inside the job's run time: rows are refused outside its write window
 
 
 @pytest.fixture
@@ -59,10 +60,10 @@ def test_sending_the_same_rows_again_changes_nothing(alice, job):
 
 @pytest.mark.parametrize("bad, where, words", [
     ({"ts": 1764000000000, "loss": 1.0}, "rows[1].ts", "milliseconds"),
-    ({"ts": 1764000000, "loss": "high"}, "rows[1].loss", "not a finite number"),
-    ({"ts": 1764000000, "1loss": 1.0}, "rows[1].1loss", "starts with a letter"),
-    ({"ts": 1764000000, "step": -3, "loss": 1.0}, "rows[1].step", "whole number"),
-    ({"ts": 1764000000}, "rows[1]", "no metric"),
+    ({"ts": TS, "loss": "high"}, "rows[1].loss", "not a finite number"),
+    ({"ts": TS, "1loss": 1.0}, "rows[1].1loss", "starts with a letter"),
+    ({"ts": TS, "step": -3, "loss": 1.0}, "rows[1].step", "whole number"),
+    ({"ts": TS}, "rows[1]", "no metric"),
 ])
 def test_one_bad_row_refuses_the_batch_and_says_where(alice, job, bad, where, words):
     response = alice.post("/api/v1/jobs/alps/1/metrics/", {"rows": [rows(1)[0], bad]}, format="json")

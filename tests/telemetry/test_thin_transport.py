@@ -23,12 +23,16 @@ def job(db):
 
 
 def test_a_job_tokens_scope_is_its_cluster_nodes_and_run_window_with_slack(job):
-    from apps.telemetry.services import JOB_WINDOW_SLACK, ingest_scope
+    from django.conf import settings
+
+    from apps.telemetry.services import ingest_scope
 
     assert ingest_scope(None) == ingest.Scope()
     scope = ingest_scope(job)
     assert scope.cluster == "alps" and scope.hosts == {"nid000010", "nid000011"}
-    assert scope.window[0] == job.start_time - JOB_WINDOW_SLACK and scope.window[1] > NOW
+    margin = timedelta(minutes=settings.JOB_WRITE_MARGIN_MINUTES)
+    assert scope.window[0] == job.start_time - margin and scope.window[1] > NOW
+    assert "the job's run time until now" in scope.window_words
 
 
 def test_posted_and_imported_samples_meet_the_same_scope():
@@ -43,7 +47,7 @@ def test_posted_and_imported_samples_meet_the_same_scope():
     table = pd.DataFrame({"ts": pd.to_datetime(moments, utc=True), "host": hosts})
     kept, message = scope.restrict(table)
     assert kept["host"].tolist() == ["n1"] and kept["ts"].tolist() == parsed.frame["ts"].tolist()
-    assert message.startswith("2 samples are outside the job's nodes or run time")
+    assert message.startswith("2 samples are outside the job's nodes or its write window")
     assert scope.restrict(kept) == (kept, "")
     assert ingest.Scope().restrict(table)[0] is table
 
@@ -78,7 +82,7 @@ def test_an_import_with_a_job_token_keeps_only_the_jobs_nodes(api_client, job, s
     assert mine.status_code == 200, mine.content
     assert mine.json()["accepted"] == 12 and mine.json()["rejected"] == 0
     other = imp("nid000099")
-    assert other.status_code == 400 and "outside the job's nodes or run time" in other.json()["detail"]
+    assert other.status_code == 400 and "outside the job's nodes or its write window" in other.json()["detail"]
     data = store.read(Query(start=NOW - timedelta(hours=1), end=NOW + timedelta(minutes=1)))
     assert set(data["host"]) == {"nid000010"} and set(data["cluster"]) == {"alps"}
 

@@ -33,7 +33,9 @@ def _refused(exc: services.MetricsRefused) -> InputError:
 class MetricsView(APIView):
     """The job's application series. POST rows (``{"rows": [{"ts", "step", "tokens_per_s", ...}]}``), the job's
     Megatron-LM output (``?format=megatron-log``, text/plain, read line by line) or a TensorBoard event file
-    (``?format=tensorboard``); GET them back by name. A bad JSON row refuses the batch, naming every problem."""
+    (``?format=tensorboard``); GET them back by name. A bad JSON row refuses the batch, naming every problem; a row
+    dated outside the job's write window (its run time ± JOB_WRITE_MARGIN_MINUTES) is such a problem. Values of a log
+    or event file dated outside it are dropped and counted in ``errors``."""
 
     authentication_classes = JOB_API_AUTHENTICATION
     parser_classes = [BoundedJSONParser, StreamParser]
@@ -54,6 +56,7 @@ class MetricsView(APIView):
     def post(self, request, cluster: str, job_id: int):
         job = job_for(request, cluster, job_id, write=True)
         kind = parse_query(request, MetricsPostParams)["format"]
+        window = job.write_window()  # every writer's rows: the job's run time ± JOB_WRITE_MARGIN_MINUTES
         if kind == "json":
             if request.content_type.split(";")[0].strip() != "application/json":
                 raise InputError("Send rows as application/json, or name the format: ?format=megatron-log or ?format=tensorboard.",
@@ -61,7 +64,7 @@ class MetricsView(APIView):
             data = request.data
             rows = data.get("rows") if isinstance(data, dict) else data
             try:
-                written = services.metrics_ingest(job, rows, source="api")
+                written = services.metrics_ingest(job, rows, source="api", window=window)
             except services.MetricsRefused as exc:
                 raise _refused(exc) from None
             answer = {"rows": written, "errors": []}
@@ -71,10 +74,11 @@ class MetricsView(APIView):
                 raise InputError(f"Send the {kind} as the request body (text/plain or application/octet-stream), not as JSON.",
                                  [ErrorItem("no body", field="format")])
             if kind == "megatron-log":
-                answer = services.training_log_import(job, BoundedStream(stream, settings.APPMETRICS_MAX_LOG_BYTES).lines())
+                answer = services.training_log_import(job, BoundedStream(stream, settings.APPMETRICS_MAX_LOG_BYTES).lines(),
+                                                      window=window)
             else:
                 data = BoundedStream(stream, settings.APPMETRICS_MAX_TENSORBOARD_BYTES).read()
-                answer = services.tensorboard_import(job, data)
+                answer = services.tensorboard_import(job, data, window=window)
         return Response({"job": f"{cluster}/{job_id}", "format": kind, **answer}, status=status.HTTP_201_CREATED)
 
 

@@ -31,7 +31,9 @@ class StorageBurst(serializers.Serializer):
 
 class StorageResponse(serializers.Serializer):
     job = serializers.CharField()
-    step = serializers.IntegerField(allow_null=True)
+    step = serializers.IntegerField(allow_null=True, help_text="seconds per bucket, as used")
+    step_note = serializers.CharField(help_text="why the step is larger than asked (at most 20,000 buckets whatever "
+                                                "the readings' span); empty when it is not")
     coverage = StorageCoverage(allow_null=True)
     series = StorageSeries()
     totals = serializers.DictField(child=serializers.FloatField(), help_text="bytes and operations over the readings")

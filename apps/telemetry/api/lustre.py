@@ -4,7 +4,8 @@ The body is what ``lctl get_param obdfilter.*.job_stats mdt.*.job_stats`` prints
 by :mod:`apps.telemetry.lustre`); ``ts`` is the time of the reading (epoch seconds or ISO 8601), required: the
 counters are cumulative and only their time makes them rates. The counters become job series
 (``lustre/<target>/<stat>``) in the telemetry store. A job token writes its own job only: the other jobs' entries
-of the same text are dropped and counted.
+of the same text are dropped and counted, and ``ts`` must fall in its job's write window (``Job.write_window``: its
+run time ± JOB_WRITE_MARGIN_MINUTES), else the import is a 400 naming ``ts`` and the window.
 """
 from django.conf import settings
 from rest_framework import status
@@ -38,6 +39,8 @@ def _items(errors: list[dict]) -> list[ErrorItem]:
 
 def import_text(request, text: str, *, params: dict, cluster: str, scope, nbytes: int):
     ts = _reading_time(params)
+    if (outside := scope.time_error(ts)) is not None:  # a job token: its job's write window (Job.write_window)
+        raise InputError(f"ts: {outside}", [ErrorItem(message=outside, field="ts")])
     try:
         result = parse_text(text, cluster=cluster, ts=ts, max_bytes=settings.TELEMETRY_MAX_IMPORT_BYTES,
                             clusters=set(Cluster.objects.values_list("name", flat=True)))

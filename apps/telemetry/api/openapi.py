@@ -34,7 +34,9 @@ class SeriesResponse(serializers.Serializer):
 
     start = serializers.DateTimeField()
     end = serializers.DateTimeField()
-    step = serializers.IntegerField(allow_null=True)
+    step = serializers.IntegerField(allow_null=True, help_text="seconds per bucket, as used")
+    step_note = serializers.CharField(help_text="why the step is larger than asked (at most 20,000 buckets from start "
+                                                "to end); empty when it is not")
     columns = serializers.ListField(child=serializers.CharField())
     rows = serializers.ListField(child=serializers.ListField(child=serializers.JSONField()),
                                  help_text="One list per sample or bucket; times as ISO 8601 UTC, numbers or null, text.")

@@ -17,6 +17,7 @@ from apps.core.api.authentication import JobTokenAuthentication
 from apps.core.api.exceptions import ErrorItem, InputError
 from apps.core.api.negotiation import FormatIsOurs
 from apps.core.api.params import CommaListField, JobRefField, QueryIntegerField, parse_query
+from apps.core.timebounds import capped_step, step_note
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
@@ -171,6 +172,20 @@ class SeriesParams(serializers.Serializer):
         return _timestamp(value) if value.strip() else None
 
 
+def _in_window(scope, params: dict, name: str) -> None:
+    """A 400 naming ``name`` and the job's write window when the time it gives is outside (a job token's scope); each
+    sample's own time is checked after parsing too (``Scope.restrict``: dropped and counted)."""
+    text = (params.get(name) or "").strip()
+    if scope.window is None or not text:
+        return
+    try:
+        moment = ingest.parse_timestamp(float(text) if text.replace(".", "", 1).isdigit() else text)
+    except (ValueError, OverflowError, OSError):
+        return  # the importer names what is wrong with it
+    if (outside := scope.time_error(moment)) is not None:
+        raise InputError(f"{name}: {outside}", [ErrorItem(message=outside, field=name)])
+
+
 class SampleIngestView(APIView):
     """Post samples: a JSON array, ``{"samples": [...]}`` or NDJSON, optionally gzip-compressed, of
     ``{"ts", "host", "gpu", "field", "value"}`` (+ ``cluster``, ``uuid``). ``field`` is a DCGM id or
@@ -224,21 +239,25 @@ class SeriesView(APIView):
                              [ErrorItem(message="required", field="start")])
         query = Query(start=start, end=end, cluster=cluster, hosts=None if hosts is None else tuple(hosts),
                       gpus=tuple(params.get("gpu") or ()) or None, fields=tuple(params.get("field") or ()) or None)
+        note = ""
+        if step:  # at most timebounds.MAX_BUCKETS buckets from start to end, whatever step was asked for
+            asked, step = step, int(capped_step((end - start).total_seconds(), step))
+            note = step_note(asked, step)
         try:
             frame = read_series(query, step, params.get("stats"))
         except TelemetryUnavailable as exc:
             raise InputError(str(exc), status_code=503) from exc
-        return Response(_series_body(frame, start=start, end=end, step=step))
+        return Response(_series_body(frame, start=start, end=end, step=step, note=note))
 
 
-def _series_body(frame, *, start, end, step) -> dict:
+def _series_body(frame, *, start, end, step, note: str = "") -> dict:
     """The answer: at most TELEMETRY_MAX_SERIES_ROWS rows, times as ISO text."""
     limit = settings.TELEMETRY_MAX_SERIES_ROWS
     truncated = len(frame) > limit
     frame = frame.head(limit)
     time_column = "bucket" if step else "ts"
     frame = frame.assign(**{time_column: frame[time_column].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")})
-    return {"start": start.isoformat(), "end": end.isoformat(), "step": step,
+    return {"start": start.isoformat(), "end": end.isoformat(), "step": step, "step_note": note,
             "columns": list(frame.columns), "rows": frame.to_numpy().tolist(), "truncated": truncated}
 
 
@@ -276,6 +295,7 @@ class ImportView(APIView):
         other = _other_importers().get(kind)
         if other is not None:
             return other(request, text, params=params, cluster=cluster, scope=scope, nbytes=len(body))
+        _in_window(scope, params, "start" if kind == "dcgmi-dmon" else "ts")
         try:
             if kind == "dcgmi-dmon":
                 result = importers.parse_dcgmi_dmon(text, host=params.get("host", ""), cluster=cluster,
