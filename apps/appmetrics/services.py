@@ -57,7 +57,12 @@ def _ts(value, where: str, problems: list) -> datetime | None:
         except ValueError:
             pass
         else:
-            return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+            moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+            # The same years as epoch seconds: past 2262 no pandas Timestamp (hence no series) holds the time.
+            if not TS_MIN <= moment.timestamp() <= TS_MAX:
+                problems.append((where, f"{value!r} is not between 2000 and 2200"))
+                return None
+            return moment.astimezone(timezone.utc)
     problems.append((where, f"{str(value)[:40]!r} is not a time: give epoch seconds or an ISO 8601 string"))
     return None
 
