@@ -463,7 +463,15 @@ def _timestamp(value, path, line, problems):
     except ValueError:
         problems.append((line, None, f"{path}: not an ISO 8601 time: {value!r}"))
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    # Years no vetting run has, and past which the time in UTC (year 10000) or as a pandas Timestamp (2262) breaks.
+    if not _EARLIEST <= moment.timestamp() <= _LATEST:
+        problems.append((line, None, f"{path}: {value!r} is not between 2000 and 2200"))
+        return None
+    return moment.astimezone(timezone.utc)
+
+
+_EARLIEST, _LATEST = datetime(2000, 1, 1, tzinfo=timezone.utc).timestamp(), datetime(2200, 1, 1, tzinfo=timezone.utc).timestamp()
 
 
 def parse_run_document(data) -> Run:

@@ -94,6 +94,20 @@ def test_the_run_document_endpoint(api_client, job, people):
     assert bad.status_code == 400 and bad.json()["errors"][0]["message"].startswith("results.0.exit_code")
 
 
+@pytest.mark.parametrize("field, when", [("started", "9999-12-31T23:59:59-23:59"), ("ended", "0001-01-01T00:00:00+23:59"),
+                                         ("started", "9999-01-01T00:00:00Z"), ("ended", "1000-01-01T00:00:00")])
+def test_a_run_document_time_outside_the_years_is_a_400_naming_it(api_client, job, people, field, when):
+    """Issue 33, finding 3 (the class of 3d): a run's time whose UTC falls past year 9999 was a 500 (OverflowError
+    when stored), and years no run has (1000, 9999) were stored; each is a 400 naming the field, nothing stored."""
+    api_client.force_authenticate(people["ops"])
+    document = {"source": "health", "started": "2026-11-23T10:00:00Z", field: when,
+                "results": [{"hostname": "nid001234", "check": "check_gpu_xid", "exit_code": 2}]}
+    response = api_client.post("/api/v1/vetting/runs/", document, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"][0]["message"] == f"{field}: {when!r} is not between 2000 and 2200"
+    assert not VettingRun.objects.exists()
+
+
 def test_results_show_whose_job_only_to_those_who_may_see_it(api_client, job, people):
     from apps.jobs.services import job_token_issue
 
