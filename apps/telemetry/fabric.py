@@ -161,7 +161,7 @@ def _timestamp(value) -> datetime:
         seconds = float(value)
         for scale in (1, 1e3, 1e6, 1e9):  # seconds, ms, µs or ns since the epoch
             if seconds / scale < 1e11:
-                return datetime.fromtimestamp(seconds / scale, tz=timezone.utc)
+                return _within_years(datetime.fromtimestamp(seconds / scale, tz=timezone.utc), value)
     if isinstance(value, str) and len(value) <= 64:
         text = value.strip()
         try:
@@ -169,9 +169,21 @@ def _timestamp(value) -> datetime:
         except ValueError:
             pass
         else:
-            return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+            return _within_years(moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment, value)
     shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
     raise ValueError(f"{shown} is not a time (ISO 8601 like 2026-11-24T10:00:00Z, or seconds since the epoch)")
+
+
+_EARLIEST, _LATEST = datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc)
+
+
+def _within_years(moment: datetime, given) -> datetime:
+    """``moment`` in UTC; a ValueError (that line's error, the others kept) outside 2000..2200, whose times no
+    switch sent and which past 2262 no pandas Timestamp holds (past 9999 in UTC, not even a datetime)."""
+    if not _EARLIEST <= moment <= _LATEST:
+        shown = repr(given) if len(repr(given)) <= 40 else repr(given)[:40] + "…"
+        raise ValueError(f"{shown} is not between 2000 and 2200")
+    return moment.astimezone(timezone.utc)
 
 
 def _value(value) -> float:

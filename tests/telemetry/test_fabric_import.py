@@ -172,3 +172,17 @@ def test_who_may_import_switch_counters(api_client, make_user, store):
     _, key = JobToken.issue(job)
     refused = post(api_client, key, text, keyword="JobToken", query="format=fabric-manager")
     assert refused.status_code == 403 and "job token may not import switch port counters" in refused.json()["detail"]
+
+
+@pytest.mark.parametrize("ts", ["9999-12-31T23:59:59-23:59", "9999-01-01T00:00:00Z", "1000-01-01T00:00:00Z", 9e10])
+def test_a_time_outside_the_years_is_that_lines_error_and_the_rest_is_kept(api_client, service, store, ts):
+    """Issue 33, finding 3 (the class of 3d): a time whose UTC is past year 9999 was a 500 (OverflowError), and one past
+    2262 or before 1677 made the store refuse the whole batch; it is its own line's Timestamp error, the rest stored."""
+    text = json.dumps(event(sensor("x1000c0r3j17p0", "IfHCOutOctets", "1", ts=ts), sensor("x1000c0r3j17p1", "IfHCOutOctets", "1")),
+                      indent=2)
+    response = post(api_client, service, text)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["accepted"], body["rejected"]) == (1, 1)
+    assert body["errors"][0]["column"] == "Timestamp" and "is not between 2000 and 2200" in body["errors"][0]["message"]
+    assert store.read_net("alps")["nic"].tolist() == ["j17p1"]
