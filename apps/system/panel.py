@@ -7,9 +7,8 @@ a handful of row queries and the process-cached topology; no product files.
 
 Who may see what (the jobs access rule, ``apps.jobs.selectors``): another job is named and linked only when
 the viewer may see it; otherwise it is "another project's job" with its load, never its name, id or user.
-The panel's HTML is cached per role (``apps.jobs.pagecache``: staff, the job's own user, any other reader),
-so for a reader (a member of the job's project) only jobs of that same project are named: those every
-reader of this job may see. The first screen is shared by everybody: its finding never names a job.
+The panel's HTML is cached per viewer (``apps.jobs.pagecache``), so each viewer sees the jobs they may see
+and no other viewer's. The first screen is shared by everybody: its finding never names a job.
 """
 from __future__ import annotations
 
@@ -113,15 +112,11 @@ def job_in_context(job, now: datetime | None = None) -> tuple[JobContext, dict] 
 
 
 def _named(job, request, rows: dict) -> set[int]:
-    """The neighbours this viewer sees by name: visible to them, and for a reader (neither staff nor the job's
-    own user) only jobs of this job's project, because the panel's HTML is shared by all its readers."""
+    """The neighbours this viewer sees by name: those the jobs access rule lets them see (the panel's HTML
+    is cached per viewer, so nobody else is served these names)."""
     if not rows:
         return set()
-    user = request.user
-    visible = set(job_list_for_user(user).filter(pk__in=list(rows)).values_list("pk", flat=True))
-    if getattr(user, "is_staff", False) or user.get_username() == job.user_name:
-        return visible
-    return {pk for pk in visible if rows[pk]["account"] == job.account}
+    return set(job_list_for_user(request.user).filter(pk__in=list(rows)).values_list("pk", flat=True))
 
 
 def context(job, request) -> dict:

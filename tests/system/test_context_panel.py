@@ -1,4 +1,5 @@
 """The job-in-context panel on the job page: a hand-built world on the alps topology, and who sees which neighbour named."""
+import re
 from datetime import timedelta
 
 import pytest
@@ -86,9 +87,9 @@ def test_a_researcher_sees_their_own_projects_jobs_named_and_others_only_by_thei
     assert "alps/300 eval-carol" in section and "/jobs/alps/300/" in section  # her project's job
     assert "moe-alltoall-bob" not in section and "/jobs/alps/200/" not in section and "bob" not in section
     assert ANOTHER in section and "link saturation 91 %" in section  # the load, not the name
-    # dave may see bob's project, but the panel's HTML is shared by all readers of alice's job: only her project is named
+    # dave may see bob's project too: he sees bob's job named (the panel is cached per viewer, issue 33)
     section = panel(page(client, world["users"]["dave"], world["mine"]))
-    assert "alps/300 eval-carol" in section and "moe-alltoall-bob" not in section and ANOTHER in section
+    assert "alps/300 eval-carol" in section and "alps/200 moe-alltoall-bob" in section and "/jobs/alps/200/" in section
 
 
 def test_a_job_whose_neighbours_are_calm_gets_no_warning_and_a_job_not_started_says_so(client, world):
@@ -99,3 +100,56 @@ def test_a_job_whose_neighbours_are_calm_gets_no_warning_and_a_job_not_started_s
     pending = Job.objects.create(cluster=world["mine"].cluster, job_id=500, user_name="alice", account="a-llm01", state="PENDING")
     assert 'id="context-none"' in panel(page(client, world["users"]["alice"], pending))
 
+
+
+def panels_of(html: str) -> dict[str, str]:
+    """Each job-page panel's HTML by its key (the sections the page lays out, ``id="panel-<key>"``)."""
+    found = {}
+    for match in re.finditer(r'<section[^>]*id="panel-([\w-]+)"', html):
+        found[match.group(1)] = html[match.start():html.index("</section>", match.start())]
+    return found
+
+
+def test_two_readers_of_one_job_never_get_each_others_panels_with_the_cache_on(client, world, settings, make_user):
+    """Issue 33, finding 1: panels were cached per role, so a reader got the first reader's CSRF token, the
+    comparison link naming a job of a project he cannot see, and the neighbours named for the first reader.
+    Two readers of alice's job (neither staff nor its user): dave, also of bob's project, then frank, of alice's
+    project only; the cache on, as in production."""
+    from django.core.cache import cache
+
+    from apps.appmetrics.models import JobModelConfig
+    from apps.core.panels import job_panels
+
+    settings.JOB_PAGE_CACHE_SECONDS = 60
+    cache.clear()
+    shape = dict(layers=32, hidden=4096, heads=32, seq_len=4096, vocab=50304)
+    for job in (world["mine"], world["heavy"]):  # bob's job trains the same model: dave is offered to compare with it
+        JobModelConfig.objects.create(job=job, **shape)
+    from django.test import Client
+
+    frank = make_user("frank", accounts=["a-llm01"])
+    first = page(Client(), world["users"]["dave"], world["mine"])  # two browsers: two sessions, two CSRF cookies
+    second = page(client, frank, world["mine"])
+    dave, mine = panels_of(first), panels_of(second)
+    assert set(dave) == set(mine) and len(dave) == len(job_panels()), (sorted(dave), [p.key for p in job_panels()])
+    assert "alps/200" in dave["appmetrics"]  # what dave may see is on his page: the comparison with bob's run
+    tokens = lambda html: set(re.findall(r'name="csrfmiddlewaretoken" value="([^"]+)"', html))  # noqa: E731
+    assert tokens(first) and tokens(second) and not tokens(first) & tokens(second)
+    for key, html in mine.items():
+        assert not tokens(dave[key]) & tokens(html), key
+        # Every job dave's panel links that frank may not see is absent from frank's panel, by link and by name.
+        for linked in set(re.findall(r"alps/(\d+)", dave[key])):
+            if client.get(f"/jobs/alps/{linked}/").status_code == 404:
+                assert f"alps/{linked}" not in html and f"/jobs/alps/{linked}/" not in html, (key, linked)
+    assert "moe-alltoall-bob" not in second and "alps/200" not in second
+    # frank's token is his session's: Django's CSRF check accepts a form post carrying it with his cookie, and
+    # refuses dave's (his cookie, dave's token): a cached token would be the latter.
+    from django.middleware.csrf import CsrfViewMiddleware
+    from django.test import RequestFactory
+
+    def accepted(token: str) -> bool:
+        request = RequestFactory().post("/", {"csrfmiddlewaretoken": token}, secure=False)
+        request.COOKIES[settings.CSRF_COOKIE_NAME] = client.cookies[settings.CSRF_COOKIE_NAME].value
+        return CsrfViewMiddleware(lambda r: None).process_view(request, lambda r: None, (), {}) is None
+
+    assert all(accepted(token) for token in tokens(second)) and not any(accepted(token) for token in tokens(first))
