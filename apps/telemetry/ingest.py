@@ -480,6 +480,19 @@ def _iso_time(value: str) -> datetime:
         raise ValueError(f"{value[:40]!r} is not an ISO 8601 time such as 2026-11-21T10:00:00Z") from None
     if moment.tzinfo is None:
         raise ValueError(f"{value[:40]!r} has no time zone; add Z for UTC")
+    return _within_years(moment, value)
+
+
+TIME_EARLIEST, TIME_LATEST = datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc)
+
+
+def _within_years(moment: datetime, given) -> datetime:
+    """``moment`` in UTC, or a ValueError outside 2000..2200: no collector sent such a time, past 2262 (or
+    before 1677) no pandas Timestamp holds it, and past 9999 in UTC not even a datetime (an OverflowError, a
+    500, for a caller that catches ValueError)."""
+    if not TIME_EARLIEST <= moment <= TIME_LATEST:
+        shown = repr(given) if len(repr(given)) <= 40 else repr(given)[:40] + "…"
+        raise ValueError(f"{shown} is not between 2000 and 2200")
     return moment.astimezone(timezone.utc)
 
 
@@ -490,10 +503,12 @@ def parse_timestamp(value) -> datetime:
         if not math.isfinite(value):
             raise ValueError("not a finite number")
         seconds = float(value)
+        if seconds < 0:  # datetime.fromtimestamp raises OverflowError or OSError for some: say it here
+            raise ValueError(f"{value!r} is before 1970")
         # Collectors send seconds, milliseconds, microseconds or nanoseconds since the epoch.
         for scale in (1, 1e3, 1e6, 1e9):
             if seconds / scale < 1e11:
-                return datetime.fromtimestamp(seconds / scale, tz=timezone.utc)
+                return _within_years(datetime.fromtimestamp(seconds / scale, tz=timezone.utc), value)
         raise ValueError("a number too large to be a time")
     if isinstance(value, str):
         return _iso_time(value)
