@@ -8,3 +8,5 @@ class TaskRunStatusChoices(models.TextChoices):
     STATUS_RUNNING = "running", _("Running")
     STATUS_SUCCEEDED = "succeeded", _("Succeeded")
     STATUS_FAILED = "failed", _("Failed")
+    # Its worker was lost (killed) mid-run and its message went back into the queue: a later run does it.
+    STATUS_REQUEUED = "requeued", _("Requeued")

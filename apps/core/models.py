@@ -109,6 +109,14 @@ class TaskRun(TimeStampedModel):
             self.done = self.total
         self.save(update_fields=["status", "finished", "message", "log", "done", "modified"])
 
+    def requeued(self, reason: str) -> None:
+        """This execution's worker was lost mid-run; its message is back in the queue and a later run does the work."""
+        self.status = TaskRunStatusChoices.STATUS_REQUEUED
+        self.finished = timezone.now()
+        self.message = reason[:500]
+        self._append_log(f"lost: {reason}")
+        self.save(update_fields=["status", "finished", "message", "log", "modified"])
+
 
 class DemoState(models.Model):
     """The demo system currently loaded: its seed, when it was built, and which parts it holds."""

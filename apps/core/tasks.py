@@ -23,7 +23,7 @@ from .models import Heartbeat, TaskRun, TaskRunStatusChoices
 IDEMPOTENT = {"acks_late": True, "reject_on_worker_lost": True}
 
 #: A message whose runs were killed this many times is not run again (each kill leaves its
-#: TaskRun "running"): a task that always takes its worker down must not loop for ever.
+#: TaskRun "requeued"): a task that always takes its worker down must not loop for ever.
 MAX_WORKER_LOSSES = 3
 
 
@@ -40,22 +40,38 @@ def task_run_begin(task, name: str, subject: str, message: str = "", total: int 
     Returns None when this message must not run: it already completed once (a worker lost between
     the task's end and its acknowledgement redelivers a finished message), or earlier deliveries
     were killed ``MAX_WORKER_LOSSES`` times (the newest such run is then finished with that reason).
+    An earlier run of the same message still "running" lost its worker: it becomes "requeued" (the broker's
+    restore of a dead worker's messages, :func:`mark_runs_requeued`, usually did that already).
     """
     task_id = getattr(task.request, "id", None) or ""
     if task_id:
         earlier = TaskRun.objects.filter(celery_task_id=task_id, name=name)
         if earlier.filter(status=TaskRunStatusChoices.STATUS_SUCCEEDED).exists():
             return None
-        lost = list(earlier.filter(status=TaskRunStatusChoices.STATUS_RUNNING))
-        for run in lost:
-            run.finish(error="the worker running this was lost (killed mid-run); the message was delivered again")
-        if len(lost) >= MAX_WORKER_LOSSES:
+        for run in earlier.filter(status=TaskRunStatusChoices.STATUS_RUNNING):
+            run.requeued("the worker running this was lost (killed mid-run); the message was delivered again")
+        losses = earlier.filter(status=TaskRunStatusChoices.STATUS_REQUEUED).count()
+        if losses >= MAX_WORKER_LOSSES:
             gave_up = TaskRun.objects.create(name=name, subject=subject, celery_task_id=task_id)
-            gave_up.finish(error=f"not run again: its worker was killed {len(lost)} times while running it")
+            gave_up.finish(error=f"not run again: its worker was killed {losses} times while running it")
             return None
     run = TaskRun.objects.create(name=name, subject=subject, celery_task_id=task_id)
     run.start(message, total=total)
     return run
+
+
+def mark_runs_requeued(owner: str, messages: list[dict]) -> list[int]:
+    """The broker put back the messages of a worker that died (portal/broker.py's ``on_restore``): the runs
+    of those messages still "running" say so at once, instead of until the sweeper's TASK_STALE_SECONDS."""
+    ids = [message["id"] for message in messages if message.get("id")]
+    host, pid, _token = ([*owner.rsplit(".", 2), "", ""])[:3]  # host.pid.token (a host name may hold dots)
+    now = timezone.now()
+    marked = []
+    for run in TaskRun.objects.filter(celery_task_id__in=ids,
+                                      status__in=[TaskRunStatusChoices.STATUS_RUNNING, TaskRunStatusChoices.STATUS_PENDING]):
+        run.requeued(f"its worker (pid {pid} on {host}) was lost mid-run; queued again at {now:%H:%M:%S} UTC")
+        marked.append(run.pk)
+    return marked
 
 
 def hold_for_tests(name: str) -> None:

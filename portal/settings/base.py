@@ -338,8 +338,8 @@ if CELERY_BROKER_URL.startswith("filesystem"):
 # Redis keeps each delivered, not yet acknowledged message and gives it to another worker when it
 # is older than this: longer than any task may run (time limit) plus the longest retry countdown, or
 # a running task would be delivered twice. (The filesystem broker has no such timeout: a message a
-# lost worker process held comes back through its parent's reject, one a lost worker held is gone
-# and the sweepers re-queue its work.)
+# lost worker process held comes back through its parent's reject, one a lost worker held is put back
+# by the next worker that looks for messages, at once: portal/broker.py.)
 BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT",
                                     default=env.int("CELERY_TASK_TIME_LIMIT", default=30 * 60) + 15 * 60)
 CELERY_BROKER_TRANSPORT_OPTIONS = (

@@ -4,6 +4,7 @@ kombu's filesystem channel creates the file, then locks and writes it; a consume
 an empty payload and its worker's consumer died (a CI run lost its worker that way). The race is forced here:
 the consumer reads at the moment the producer has created its file but not yet written it."""
 import json
+import os
 from queue import Empty
 
 import pytest
@@ -16,7 +17,7 @@ from portal import broker
 def _channels(tmp_path, transport):
     folder = str(tmp_path)
     options = {"data_folder_in": folder, "data_folder_out": folder, "processed_folder": str(tmp_path / "done")}
-    (tmp_path / "done").mkdir()
+    (tmp_path / "done").mkdir(exist_ok=True)
     connection = Connection(transport=transport, transport_options=options)
     return connection, connection.default_channel
 
@@ -66,3 +67,66 @@ def test_the_filesystem_broker_url_uses_our_transport():
 
     with Connection("filesystem://") as connection:
         assert isinstance(connection.transport, broker.Transport)
+
+
+def _message(channel, queue: str, task_id: str) -> dict:
+    payload = {"body": "[]", "headers": {"id": task_id, "task": "core.refresh_job"},
+               "properties": {"delivery_info": {"exchange": "", "routing_key": queue}}}
+    channel._inplace_augment_message(payload, "", queue)
+    channel._put(queue, payload)
+    return payload
+
+
+def test_a_message_held_by_a_consumer_that_died_goes_back_to_the_queue_once(tmp_path, monkeypatch):
+    """Issue 33 finding 4: kombu's channel deleted a message file when a worker took it, so a worker killed
+    before its acknowledgement lost the task. Ours keeps it in the taker's locked folder: while the taker lives
+    nobody else gets it; once it is gone the next consumer puts it back, exactly once; an acknowledged one never."""
+    connection, channel = _channels(tmp_path, broker.Transport)
+    monkeypatch.setattr(broker, "ORPHAN_SCAN_SECONDS", 0.0)
+    restored = []
+    broker.on_restore(lambda owner, messages: restored.append((owner, messages)))
+    _message(channel, "jobs", "lost-one")
+    _message(channel, "jobs", "acked-one")
+    took, release = os.pipe()
+    go_on, wait = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a worker: takes both, acknowledges one, then dies (as SIGKILL would: no shutdown code runs)
+        try:
+            child_connection, child_channel = _channels(tmp_path, broker.Transport)
+            first = child_channel.basic_get("jobs")
+            second = child_channel.basic_get("jobs")
+            (first if first.headers["id"] == "acked-one" else second).ack()
+            os.write(release, b"x")
+            os.read(go_on, 1)
+        finally:
+            os._exit(0)
+    os.read(took, 1)
+    with pytest.raises(Empty):  # the taker lives: its message is not anyone else's
+        channel._get("jobs")
+    assert restored == []
+    os.write(wait, b"x")
+    os.waitpid(pid, 0)
+    again = channel.basic_get("jobs")
+    assert again.headers["id"] == "lost-one"
+    assert len(restored) == 1 and restored[0][1] == [{"id": "lost-one", "task": "core.refresh_job", "queue": "jobs"}]
+    assert f".{pid}." in restored[0][0]
+    with pytest.raises(Empty):
+        channel._get("jobs")
+    again.ack()
+    assert not [path for path in (tmp_path / broker.UNACKED_FOLDER).rglob("*.msg")]
+    broker._restore_listeners.clear()
+    connection.release()
+
+
+def test_a_rejected_or_shut_down_consumers_message_is_queued_again_and_no_ack_reads_keep_no_copy(tmp_path):
+    connection, channel = _channels(tmp_path, broker.Transport)
+    _message(channel, "jobs", "rejected")
+    message = channel.basic_get("jobs")
+    message.reject(requeue=True)  # reject_on_worker_lost: a pool child died
+    assert channel.basic_get("jobs").headers["id"] == "rejected"  # and the warm shutdown restores it
+    channel.qos.restore_unacked_once()
+    assert channel.basic_get("jobs", no_ack=True).headers["id"] == "rejected"
+    with pytest.raises(Empty):
+        channel._get("jobs")
+    assert not [path for path in (tmp_path / broker.UNACKED_FOLDER).rglob("*.msg")]
+    connection.release()
