@@ -1,7 +1,9 @@
 """Start web, worker and beat under supervisord for ``make run`` (see deploy/supervisord.conf).
 
 Ctrl-C in the terminal reaches supervisord alone, which stops its three processes gracefully and
-exits 0; so does SIGTERM or SIGINT sent to this process. ``make run`` then ends without an error.
+exits 0; so does SIGTERM or SIGINT sent to this process. ``make run`` then ends without an error. The worker
+first finishes the tasks it is running, for at most ``BELVEDERE_STOP_GRACE_SECONDS`` (default 30; then it is
+killed and those tasks run again at the next start).
 
 ``--demo`` (``make run``): web answers at once while ``manage.py demo`` builds the demo beside it (a child of
 this process, its output on the terminal; a loaded demo is left as it is in a second). The build's progress
@@ -21,6 +23,9 @@ import threading
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+#: How long Ctrl-C or SIGTERM lets the worker finish its running tasks before it is killed
+#: (BELVEDERE_STOP_GRACE_SECONDS; supervisord.conf's stopwaitsecs for the worker).
+DEFAULT_STOP_GRACE_SECONDS = 30
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, BELVEDERE_BASE_DIR=str(BASE_DIR), BELVEDERE_BIN=str(bin_dir), BELVEDERE_RUN_DIR=str(run_dir),
                BELVEDERE_BIND=os.environ.get("BELVEDERE_BIND", "127.0.0.1:8000"), PYTHONUNBUFFERED="1")
+    grace = os.environ.get("BELVEDERE_STOP_GRACE_SECONDS", "").strip() or str(DEFAULT_STOP_GRACE_SECONDS)
+    if not grace.isdigit() or int(grace) < 1:
+        print(f"supervise.py: BELVEDERE_STOP_GRACE_SECONDS={grace!r} is not a whole number of seconds (1 or more); "
+              f"unset it for the default of {DEFAULT_STOP_GRACE_SECONDS}", file=sys.stderr)
+        return 2
+    env["BELVEDERE_STOP_GRACE_SECONDS"] = grace
     demo = "--demo" in args
     if demo:
         env.setdefault("DEMO_FEEDER", "true")
