@@ -1,5 +1,6 @@
 """drf-spectacular hooks: document the common error body on every operation, and give every operation a
 summary (the one line Swagger UI and Redoc list it by)."""
+import copy
 import re
 
 
@@ -26,7 +27,8 @@ ERROR_SCHEMA = {
 }
 
 _DEFAULT_ERRORS = {
-    "400": "The request is malformed (a query parameter, a path value or the body); `errors` says what and where.",
+    "400": "The request is malformed (a query parameter, a path value or the body); `errors` says what and where. "
+           "A request line or header the web server cannot read gets the web server's HTML page instead.",
     "401": "No or invalid credentials.",
     "403": "Authenticated, but not allowed to do this.",
     "404": "No such object, or not visible to you (the two are never told apart).",
@@ -39,11 +41,24 @@ _WRITE_ERRORS = {
     "415": "The body's Content-Type is missing or not one this operation reads; `detail` names it.",
 }
 _WRITE_METHODS = {"put", "post", "patch", "delete"}
+# What the web server (gunicorn, as deploy/supervisord.conf starts it; nginx in front answers the same codes for its
+# own limits) answers before the request reaches the portal: an HTML page, not the Error body. 400 (a malformed
+# request line or header) is documented above and gets the HTML variant beside the JSON one.
+_SERVER_HTML = {"text/html": {"schema": {"type": "string", "description": "The web server's own HTML error page."}}}
+_SERVER_ERRORS = {
+    "414": "URI Too Long: the request line (method, path and query string) is longer than the web server reads "
+           "(gunicorn's limit_request_line, 4,094 bytes). Send long lists in a POST body, or ask in parts.",
+    "417": "Expectation Failed: an Expect header other than 100-continue.",
+    "431": "Request Header Fields Too Large: a header longer than 8,190 bytes or more than 100 headers "
+           "(gunicorn's limit_request_field_size and limit_request_fields).",
+    "501": "Not Implemented: a Transfer-Encoding the web server does not know, e.g. br (send the body with a "
+           "Content-Length or chunked; compress it with Content-Encoding).",
+}
 
 
 def add_error_responses(result, generator, request, public):
     """Postprocessing hook: add the shared Error component and the 4xx answers every operation can
-    give, so clients and fuzzers can check every answer against the schema."""
+    give, the web server's own answers included, so clients and fuzzers can check every answer against the schema."""
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
     reference = {"$ref": "#/components/schemas/Error"}
     for path_item in result.get("paths", {}).values():
@@ -56,6 +71,11 @@ def add_error_responses(result, generator, request, public):
                 codes.update(_WRITE_ERRORS)
             for code, description in codes.items():
                 responses.setdefault(code, {"description": description, "content": {"application/json": {"schema": reference}}})
+            responses["400"].setdefault("content", {}).update(copy.deepcopy(_SERVER_HTML))
+            for code, description in _SERVER_ERRORS.items():
+                responses.setdefault(code, {"description": f"{description} Answered by the web server before the portal "
+                                                           "sees the request, as an HTML page.",
+                                            "content": copy.deepcopy(_SERVER_HTML)})
     return result
 
 
