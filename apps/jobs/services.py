@@ -259,11 +259,12 @@ class JobEvent:
     step_id: str = ""
     tasks: int | None = None
     gpus: int | None = None
+    tres: str = ""
 
 
 @transaction.atomic
 def job_event_apply(event: JobEvent) -> Job:
-    from .slurm_json import expand_nodes
+    from .slurm_json import expand_nodes, gpus_from_tres
 
     # Every node's prolog posts the same start event at the same moment: get_or_create retries
     # its get when a concurrent create wins the unique constraint, and the row lock then
@@ -273,7 +274,8 @@ def job_event_apply(event: JobEvent) -> Job:
         cluster=cluster, job_id=event.job_id,
         defaults={"user_name": event.user, "state": JobStateChoices.PENDING, "source": "event"},
     )
-    values: dict = {"name": event.name, "account": event.account, "partition": event.partition, "gpus": event.gpus}
+    gpus = event.gpus if event.gpus is not None else gpus_from_tres(event.tres)
+    values: dict = {"name": event.name, "account": event.account, "partition": event.partition, "gpus": gpus}
     if event.user:
         values["user_name"] = event.user
     if event.nodes:

@@ -11,8 +11,10 @@ from django.db.models import Q, QuerySet
 from django.urls import reverse
 
 from apps.accounts.selectors import project_list_for_user, slurm_accounts_for_user
+from apps.jobs.gpucount import gpu_count
 from apps.jobs.models import Job
 from apps.jobs.selectors import job_list_for_user
+from apps.topology.models import Node
 
 from .usage import JobRow, usage_report
 
@@ -37,15 +39,28 @@ def report_jobs_for_user(user, *, since: datetime, until: datetime, project: str
 
 
 def report_rows(queryset: QuerySet[Job]) -> list[JobRow]:
-    """The jobs of ``queryset`` with their saturation result, in one query. A score counts once computed (a
-    re-scoring in progress keeps the previous one); its energy covers the scored steady state only."""
-    return [JobRow(cluster=row["cluster__name"], job_id=row["job_id"], name=row["name"], user=row["user_name"],
-                   account=row["account"], partition=row["partition"], gpus=row["gpus"], start=row["start_time"],
-                   end=row["end_time"], score=row["saturation__score"], idle_gpus=row["saturation__idle_gpus"] or 0,
-                   per_gpu=row["saturation__per_gpu"] or None, energy_j=row["saturation__energy_j"],
-                   # the scoring sums power over its steady state: from the end of the warm-up to the last bucket scored
-                   energy_start=row["saturation__steady_start"], energy_end=row["saturation__scored_until"])
-            for row in queryset.order_by().values(*_FIELDS)]
+    """The jobs of ``queryset`` with their saturation result, in one query (and one more for the nodes of the jobs
+    that name no GPU count). A score counts once computed (a re-scoring in progress keeps the previous one); its
+    energy covers the scored steady state only. A job without a GPU count from Slurm gets one from the topology's
+    GPUs of its nodes or the GPUs its scoring saw (:func:`apps.jobs.gpucount.gpu_count`), and says which."""
+    rows = list(queryset.order_by().values(*_FIELDS, "node_list"))
+    uncounted = [row for row in rows if row["gpus"] is None]
+    node_gpus: dict[str, int] = {}
+    if uncounted:
+        hostnames = {name for row in uncounted for name in (row["node_list"] or [])}
+        node_gpus = dict(Node.objects.filter(hostname__in=hostnames, gpus__gt=0).values_list("hostname", "gpus"))
+    found = []
+    for row in rows:
+        per_gpu = row["saturation__per_gpu"] or None
+        count = gpu_count(row["gpus"], node_gpus=sum(node_gpus.get(name, 0) for name in row["node_list"] or []),
+                          telemetry_gpus=len(per_gpu) if isinstance(per_gpu, list) else None)
+        found.append(JobRow(cluster=row["cluster__name"], job_id=row["job_id"], name=row["name"], user=row["user_name"],
+                            account=row["account"], partition=row["partition"], gpus=count.count, gpus_source=count.source,
+                            start=row["start_time"], end=row["end_time"], score=row["saturation__score"],
+                            idle_gpus=row["saturation__idle_gpus"] or 0, per_gpu=per_gpu, energy_j=row["saturation__energy_j"],
+                            # the scoring sums power over its steady state: from the end of the warm-up to the last bucket scored
+                            energy_start=row["saturation__steady_start"], energy_end=row["saturation__scored_until"]))
+    return found
 
 
 def report_project_known(user, project: str) -> bool:

@@ -2,7 +2,9 @@
 
 A job counts only the part of its run inside the window ``[since, until)``: ``gpus × hours`` of the overlap of
 ``[start, end)`` with the window, where a running job (``end`` None) runs until ``min(now, until)``. A job that
-has not started (``start`` None) or holds no GPUs counts 0 GPU-hours.
+has not started (``start`` None) or holds no GPUs counts 0 GPU-hours. A job's GPU count says where it comes from
+(``gpus_source``: Slurm, its TRES, the topology or telemetry, :mod:`apps.jobs.gpucount`); ``gpu_counts`` sums the
+jobs counted from elsewhere than Slurm and lists those no source gives a count (never a silent 0).
 
 Per group (and for all jobs together):
 
@@ -55,6 +57,7 @@ class JobRow:
     name: str = ""
     energy_start: datetime | None = None
     energy_end: datetime | None = None
+    gpus_source: str = "slurm"  # where ``gpus`` comes from (apps.jobs.gpucount.SOURCES); "unknown" with gpus None
 
     @classmethod
     def of(cls, row: "JobRow | Mapping") -> "JobRow":
@@ -128,6 +131,24 @@ def _aggregate(usages: list[JobUsage]) -> dict:
     }
 
 
+def gpu_count_sources(usages: Iterable[JobUsage]) -> dict:
+    """The jobs whose GPU count Slurm did not give: how many per other source, their GPU-hours, and the jobs that
+    no source gives a count (they count no GPU-hours: listed by name, never a silent 0)."""
+    inferred: dict[str, dict] = {}
+    unknown = []
+    for usage in usages:
+        source = usage.row.gpus_source or "slurm"
+        if source == "slurm":
+            continue
+        if source == "unknown":
+            unknown.append(f"{usage.row.cluster}/{usage.row.job_id}")
+            continue
+        entry = inferred.setdefault(source, {"jobs": 0, "gpu_hours": 0.0})
+        entry["jobs"] += 1
+        entry["gpu_hours"] += usage.gpu_hours
+    return {"inferred": inferred, "unknown_jobs": len(unknown), "unknown": unknown[:TOP_JOBS]}
+
+
 def score_histogram(usages: Iterable[JobUsage]) -> dict:
     """Scored jobs per 10-point bin of their score (and their GPU-hours in the window); 100 falls in the last bin."""
     bins = len(BIN_EDGES) - 1
@@ -169,8 +190,10 @@ def usage_report(rows: Iterable[JobRow | Mapping], *, since: datetime, until: da
         "biggest": {"key": biggest["key"], "gpu_hours_lost": biggest["gpu_hours_lost"],
                     "share": _share(biggest["gpu_hours_lost"], sum(r["gpu_hours_lost"] for r in table))} if biggest else None,
         "top_jobs": [{"cluster": u.row.cluster, "job_id": u.row.job_id, "name": u.row.name, "user": u.row.user,
-                      "account": u.row.account, "partition": u.row.partition, "gpus": u.row.gpus, "score": u.row.score,
+                      "account": u.row.account, "partition": u.row.partition, "gpus": u.row.gpus,
+                      "gpus_source": u.row.gpus_source, "score": u.row.score,
                       "idle_gpus": u.row.idle_gpus, "gpu_hours": u.gpu_hours, "gpu_hours_lost": u.lost,
                       "running": u.row.end is None} for u in wasteful],
         "histogram": score_histogram(usages),
+        "gpu_counts": gpu_count_sources(usages),
     }

@@ -63,8 +63,23 @@
         el("span", { class: "fact__label" }, label), el("span", { class: "fact__value" }, value), el("span", { class: "fact__detail" }, detail))));
     document.getElementById("report-coverage").textContent = t.jobs
       ? `Coverage: ${percent(t.scored_share)} of the GPU-hours have a saturation score, ${percent(t.energy_share)} a measured energy; ` +
-        "the rest is left out of the means and sums, never guessed. Running jobs count until " + utc(report.window.until < report.window.now ? report.window.until : report.window.now) + "."
+        "the rest is left out of the means and sums, never guessed. Running jobs count until " + utc(report.window.until < report.window.now ? report.window.until : report.window.now) + "." +
+        gpuCountWords(report.gpu_counts)
       : "";
+  }
+
+  // Jobs whose GPU count Slurm did not give: where it was taken from instead, and those nobody gives (0 GPU-hours).
+  const GPU_SOURCES = { tres: "Slurm's TRES (gres/gpu)", topology: "the GPUs of their nodes in the topology", telemetry: "the GPUs seen in their telemetry" };
+  function gpuCountWords(counts) {
+    if (!counts) return "";
+    const parts = Object.entries(counts.inferred || {}).map(([source, entry]) =>
+      `${number(entry.jobs)} job${entry.jobs === 1 ? "" : "s"} (${hours(entry.gpu_hours)} GPU-h) from ${GPU_SOURCES[source] || source}`);
+    let words = parts.length ? ` GPU counts not given by Slurm were taken for ${parts.join(", ")}.` : "";
+    if (counts.unknown_jobs) {
+      words += ` ${number(counts.unknown_jobs)} job${counts.unknown_jobs === 1 ? " has" : "s have"} no GPU count from any source ` +
+        `(${counts.unknown.join(", ")}${counts.unknown_jobs > counts.unknown.length ? ", …" : ""}) and count${counts.unknown_jobs === 1 ? "s" : ""} no GPU-hours.`;
+    }
+    return words;
   }
 
   function rowValue(row, key) {

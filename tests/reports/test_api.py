@@ -153,3 +153,49 @@ def test_the_answers_match_their_documentation(api_client, world):
 
     assert_documented("reports.UsageResponse", get(api_client, world["staff"]).json())
     assert_documented("reports.UsageResponse", get(api_client, world["alice"], user="nobody").json())  # empty: nulls
+
+
+def test_a_job_whose_start_event_names_no_gpu_count_counts_the_gpus_it_was_scored_on(api_client, world, make_user):
+    """Issue 34: a start event without a GPU count made a job 0 GPU-hours in reports although its GPUs were
+    scored. The count comes from the event's TRES, else the topology's GPUs of its nodes, else the GPUs its
+    telemetry showed; the report says which, and lists a job no source gives a count."""
+    from django.contrib.auth.models import Permission
+    from django.core.management import call_command
+
+    from apps.jobs.models import Job
+    from apps.saturation.models import JobSaturation
+
+    service = make_user("svc-slurm")
+    service.user_permissions.add(Permission.objects.get(codename="add_job", content_type__app_label="jobs"))
+    start = (world["now"] - timedelta(hours=3)).isoformat()
+    end = (world["now"] - timedelta(hours=1)).isoformat()
+    events = {  # job id: what the start event says besides the basics
+        501: {"tres": "cpu=288,mem=460G,node=2,billing=288,gres/gpu=8"},  # TRES: 8 GPUs
+        502: {"nodes": "nid[001001-001002]"},  # nodes the topology knows: 2 x 4 GPUs
+        503: {"nodes": "x9000c0s0b0n[0-2]"},  # nodes nobody knows, scored on 12 GPUs
+        504: {"nodes": "x9000c0s1b0n0"},  # nothing known at all
+    }
+    call_command("import_topology", "--preset", "alps", stdout=io.StringIO())
+    api_client.force_authenticate(service)
+    for job_id, extra in events.items():
+        for event, time in (("start", start), ("end", end)):
+            body = {"cluster": "alps", "job_id": job_id, "event": event, "time": time, "user": "alice", "account": "a-llm01",
+                    **({"state": "COMPLETED"} if event == "end" else extra)}
+            response = api_client.post("/api/v1/jobs/events/", body, format="json")
+            assert response.status_code == 200, response.json()
+    JobSaturation.objects.create(job=Job.objects.get(job_id=503), status="ready", score=60.0,
+                                 per_gpu=[{"host": f"x9000c0s0b0n{n // 4}", "gpu": n % 4, "score": 60.0} for n in range(12)])
+    assert Job.objects.get(job_id=501).gpus == 8 and Job.objects.get(job_id=502).gpus is None
+    body = get(api_client, world["staff"], since=start, until=world["until"], group_by="user").json()
+    row = next(r for r in body["rows"] if r["key"] == "alice")
+    # alice's job 1 (8 GPUs x 4 h, ended before `since`: not counted) and the four: 8 x 2 + 8 x 2 + 12 x 2 + 0
+    assert row["gpu_hours"] == pytest.approx(16 + 16 + 24)
+    counts = body["gpu_counts"]
+    assert {source: entry["jobs"] for source, entry in counts["inferred"].items()} == {"topology": 1, "telemetry": 1}
+    assert counts["unknown_jobs"] == 1 and counts["unknown"] == ["alps/504"]
+    assert counts["inferred"]["telemetry"]["gpu_hours"] == pytest.approx(24)
+    # The page says it in words, without JavaScript.
+    api_client.force_login(world["staff"])
+    html = api_client.get("/reports/", {"window": "custom", "since": start[:16], "until": world["until"][:16]}).content.decode()
+    assert "1 job from the GPUs of their nodes in the topology, 1 job from the GPUs seen in their telemetry" in html
+    assert "1 job has no GPU count from any source (alps/504) and counts no GPU-hours" in html

@@ -57,6 +57,9 @@ class JobEventSerializer(serializers.Serializer):
     step_id = serializers.CharField(max_length=40, required=False, allow_blank=True)
     tasks = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
     gpus = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
+    tres = serializers.CharField(max_length=2000, required=False, allow_blank=True,
+                                 help_text="Slurm's allocated TRES, e.g. cpu=288,mem=4T,node=4,gres/gpu=16 "
+                                           "(the GPU count is taken from gres/gpu when gpus is not given).")
     token = serializers.BooleanField(default=False, help_text="With event=start: also issue a job token (returned once).")
 
     def validate_nodes(self, value):

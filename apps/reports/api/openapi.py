@@ -49,6 +49,9 @@ class UsageJob(serializers.Serializer):
     account = serializers.CharField()
     partition = serializers.CharField()
     gpus = serializers.IntegerField(allow_null=True)
+    gpus_source = serializers.ChoiceField(choices=["slurm", "tres", "topology", "telemetry", "unknown"],
+                                          help_text="Where the GPU count comes from: Slurm (or the start event), Slurm's "
+                                                    "TRES, the topology's GPUs of the job's nodes, the GPUs seen in its telemetry.")
     score = serializers.FloatField(allow_null=True)
     idle_gpus = serializers.IntegerField()
     gpu_hours = serializers.FloatField()
@@ -63,6 +66,20 @@ class UsageHistogram(serializers.Serializer):
     edges = serializers.ListField(child=serializers.IntegerField(), help_text="Bin edges 0, 10, ..., 100.")
     jobs = serializers.ListField(child=serializers.IntegerField(), help_text="Scored jobs per bin.")
     gpu_hours = serializers.ListField(child=serializers.FloatField(), help_text="Their GPU-hours inside the window.")
+
+
+class UsageGpuSource(serializers.Serializer):
+    jobs = serializers.IntegerField()
+    gpu_hours = serializers.FloatField()
+
+
+class UsageGpuCounts(serializers.Serializer):
+    """The jobs whose GPU count Slurm did not give: per other source (tres, topology, telemetry) their jobs and
+    GPU-hours, and the jobs no source gives a count (counted with no GPU-hours)."""
+
+    inferred = serializers.DictField(child=UsageGpuSource())
+    unknown_jobs = serializers.IntegerField()
+    unknown = serializers.ListField(child=serializers.CharField(), help_text="Up to 10 of them, as cluster/job_id.")
 
 
 class UsageFilters(serializers.Serializer):
@@ -84,4 +101,5 @@ class UsageResponse(serializers.Serializer):
     biggest = UsageBiggest(allow_null=True)
     top_jobs = UsageJob(many=True)
     histogram = UsageHistogram()
+    gpu_counts = UsageGpuCounts()
     downloads = serializers.DictField(child=serializers.CharField(), help_text="format -> URL of the same rows.")
