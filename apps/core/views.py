@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_safe
 from django.views.generic import TemplateView
 
 from . import statuses
@@ -91,7 +91,7 @@ class StaffView(StaffRequiredMixin, TemplateView):
 
 
 @login_not_required
-@require_GET
+@require_safe  # GET and HEAD: load balancers and uptime checks often ask with HEAD
 @never_cache
 def healthz(request):
     """Liveness: the process serves requests. Touches nothing else, so it stays cheap."""
@@ -99,7 +99,7 @@ def healthz(request):
 
 
 @login_not_required
-@require_GET
+@require_safe
 @never_cache
 def readyz(request):
     """Readiness: database, a broker round-trip answered by a worker, and app-specific checks."""

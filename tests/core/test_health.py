@@ -29,6 +29,20 @@ def test_readyz_fails_when_the_ping_runs_eagerly_in_the_web_process(client):
 
 
 @pytest.mark.django_db
+def test_head_asks_what_get_asks(client, settings):
+    """Issue 33, finding 6: HEAD /healthz and /readyz answered 405; load balancers often probe with HEAD. The status is
+    GET's (readyz runs its checks: here no worker consumes the ping queue, a 503), without a body."""
+    settings.READYZ_PING_QUEUE = "nobody-consumes-this-queue"
+    settings.READYZ_BROKER_TIMEOUT = 0.2
+    settings.READYZ_CONTROL_PING_TIMEOUT = 0  # no broadcast: a session worker may live beside this test
+    for path, status in (("/healthz", 200), ("/readyz", 503)):
+        answer = client.head(path)
+        assert (answer.status_code, answer.content) == (status, b""), path
+        assert answer["Content-Type"] == "application/json" and answer["Cache-Control"].startswith("max-age=0")
+    assert client.post("/healthz").status_code == 405
+
+
+@pytest.mark.django_db
 def test_readyz_says_no_worker_answered_when_nobody_consumes_the_queue(client, settings):
     settings.READYZ_PING_QUEUE = "nobody-consumes-this-queue"
     settings.READYZ_BROKER_TIMEOUT = 0.5

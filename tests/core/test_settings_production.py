@@ -9,7 +9,7 @@ import pytest
 BASE_DIR = Path(__file__).resolve().parents[2]
 COMPLETE = {
     "DJANGO_SETTINGS_MODULE": "portal.settings.production",
-    "SECRET_KEY": "x" * 60,
+    "SECRET_KEY": "t8Jq-vX2m_Lr9Pz4Kc7Wn1Ye6Hs3Ub5Dg0Fa8Qi2Ro4Tl7Vk9MxE",  # 52 characters, as a real key
     "DATABASE_URL": "postgres://belvedere@127.0.0.1:5432/belvedere",
     "ALLOWED_HOSTS": "belvedere.example.org",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
@@ -43,6 +43,59 @@ def test_blank_values_count_as_missing():
     result = run(["manage.py", "check"], SECRET_KEY="   ")
     assert result.returncode == 78
     assert "SECRET_KEY" in result.stderr
+
+
+def _env_example_secret_key() -> str:
+    for line in (BASE_DIR / "deploy" / "env.example").read_text().splitlines():
+        if line.startswith("SECRET_KEY="):
+            return line.partition("=")[2]
+    raise AssertionError("deploy/env.example has no SECRET_KEY line")
+
+
+@pytest.mark.parametrize("key, why", [
+    (_env_example_secret_key(), "is a placeholder"),
+    ("change-me-" + COMPLETE["SECRET_KEY"], "is a placeholder"),
+    ("django-insecure-" + COMPLETE["SECRET_KEY"], "is a placeholder"),
+    (COMPLETE["SECRET_KEY"][:49], "is 49 characters long; at least 50 are needed"),
+    ("x" * 60, "has 1 different characters; at least 5 are needed"),
+    ("abcd" * 20, "has 4 different characters; at least 5 are needed"),
+])
+def test_a_placeholder_or_weak_secret_key_is_refused_naming_the_variable(key, why):
+    """Issue 33, finding 6: the production profile started with deploy/env.example's placeholder key (only
+    `check --deploy` warned), so anyone who read the repository could forge sessions; it refuses, in one line."""
+    result = run(["manage.py", "check"], SECRET_KEY=key)
+    assert result.returncode == 78, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(f"Belvedere cannot start: the production profile refuses SECRET_KEY: it {why}")
+    assert "Set SECRET_KEY to a long random string" in lines[0] and "deploy/env.example" in lines[0]
+
+
+def test_check_deploy_is_clean_and_the_two_silenced_warnings_are_documented():
+    """Issue 33, finding 6: W019 (X_FRAME_OPTIONS) and W021 (SECURE_HSTS_PRELOAD) are decisions, silenced in the
+    profile and explained in deploy/README.md; nothing else warns on a complete production environment."""
+    result = run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    readme = (BASE_DIR / "deploy" / "README.md").read_text()
+    assert "`security.W019`" in readme and "`security.W021`" in readme
+
+
+PROBE_HEAD = """
+import django
+django.setup()
+from django.test import Client
+client = Client()
+for method in ("get", "head"):
+    answer = getattr(client, method)("/healthz", secure=True, HTTP_HOST="belvedere.example.org")
+    print(method, answer.status_code, len(answer.content))
+"""
+
+
+def test_healthz_answers_head_like_get():
+    """Issue 33, finding 6: HEAD /healthz answered 405 (load balancers and uptime checks often probe with HEAD)."""
+    result = run(["-c", PROBE_HEAD], DATABASE_URL="sqlite:///:memory:")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[:2] == ["get 200 16", "head 200 0"]
 
 
 def test_wsgi_entry_point_refuses_too():

@@ -14,6 +14,7 @@ import http.server
 import json
 import os
 import re
+import secrets
 import shlex
 import socket
 import subprocess
@@ -367,6 +368,8 @@ def test_compose_environment_satisfies_the_production_profile():
     """Load the production settings (nothing more) in a subprocess with web's environment."""
     env = {key: value for key, value in os.environ.items() if key in ("PATH", "HOME", "LANG", "SYSTEMROOT")}
     env.update({key: fill_placeholders(value) for key, value in environment(services()["web"]).items()})
+    assert env["SECRET_KEY"] == "placeholder"  # what deploy/.env gives: a key the profile accepts, as an operator makes it
+    env["SECRET_KEY"] = secrets.token_urlsafe(50)
     code = "from django.conf import settings; print(settings.BELVEDERE_PROFILE, settings.TELEMETRY_BACKEND)"
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False
@@ -503,7 +506,10 @@ def test_build_time_collectstatic_works_with_the_dockerfile_environment(tmp_path
         name, _, value = run.pop(0).partition("=")
         assignments[name] = value
     assert run == ["python", "manage.py", "collectstatic", "--noinput"]
-    assert assignments["SECRET_KEY"] == "build-only"
+    # A random key made for this one command (the production profile refuses a placeholder or a short key).
+    assert assignments["SECRET_KEY"] == "$(python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+    assignments["SECRET_KEY"] = subprocess.run([sys.executable, "-c", assignments["SECRET_KEY"][13:-2]], capture_output=True,
+                                               text=True, check=True).stdout.strip()
     assert assignments["DJANGO_SETTINGS_MODULE"] == "portal.settings.production"
 
     env = {key: value for key, value in os.environ.items() if key in ("PATH", "HOME", "LANG", "SYSTEMROOT")}
