@@ -135,6 +135,33 @@ def evidence_arrays(fields: list[int], mean: np.ndarray, maxima: np.ndarray, lab
     return out
 
 
+UTIL_FIELD = 203  # GPU utilisation (percent), where the profiling field SM active is not collected
+
+
+def fine_idle_share(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The share of GPUs idle at the resolution of their own samples, from raw samples (telemetry COLUMNS: ts, host,
+    gpu, field, value) of SM active (1002, idle under ``IDLE_SM``) or, without it, GPU utilisation (203, idle under
+    ``IDLE_SM`` x 100 %): (bin starts as datetime64[ns], shares 0-1). The bins are the GPUs' median sampling
+    interval (at least 1 s), so GPUs sampled a moment apart share a bin; a GPU's samples in one bin are averaged."""
+    if samples.empty:
+        return np.array([], dtype="datetime64[ns]"), np.array([], dtype=float)
+    sm = samples[samples["field"] == SM_FIELD]
+    chosen, threshold = (sm, IDLE_SM) if len(sm) else (samples[samples["field"] == UTIL_FIELD], IDLE_SM * 100)
+    if chosen.empty:
+        return np.array([], dtype="datetime64[ns]"), np.array([], dtype=float)
+    ts = pd.to_datetime(chosen["ts"], utc=True).dt.tz_convert(None).astype("datetime64[ns]")
+    frame = pd.DataFrame({"ns": ts.to_numpy().astype("int64"), "gpu": chosen["host"].astype(str) + ":" + chosen["gpu"].astype(str),
+                          "value": chosen["value"].to_numpy(float)})
+    frame = frame.sort_values(["gpu", "ns"])
+    gaps = frame.groupby("gpu")["ns"].diff().dropna()
+    step_ns = max(int(1e9), int(np.median(gaps[gaps > 0]))) if (gaps > 0).any() else int(1e9)
+    frame["bin"] = frame["ns"] // step_ns * step_ns
+    per_gpu = frame.groupby(["bin", "gpu"])["value"].mean().reset_index()
+    per_gpu["idle"] = per_gpu["value"] < threshold
+    shares = per_gpu.groupby("bin")["idle"].mean()
+    return shares.index.to_numpy().astype("datetime64[ns]"), shares.to_numpy(float)
+
+
 def mean_active(values: np.ndarray) -> float | None:
     values = np.asarray(values, dtype=float)
     values = values[np.isfinite(values)]

@@ -37,15 +37,22 @@ what starts a dip, not what happens an hour into it:
 
 1. restart: an ``event.restart`` marker near, or a gap in the data joined to the dip;
 2. checkpoint: an ``event.checkpoint`` marker near, or at least 80 % of the job's GPUs idle in the same
-   bucket during the dip; the file system's peak write rate near the dip's start is added when ``write_bytes``
+   bucket during the dip, or a pause of the GPUs in their own samples (4.) while the job wrote to the file
+   system; the file system's peak write rate near the dip's start is added when ``write_bytes``
    is known (on the evidence's buckets, or on a grid of its own: ``write_times``, ``write_step_s``);
 3. evaluation: an ``event.evaluation`` marker near, or the hardware pattern of a forward-only phase: GPUs
    busy (under 20 % idle), tensor activity at least 20 % below and DRAM activity at least 10 % above their
    medians outside the dips;
 4. straggler: a straggler finding whose start is near;
-5. throttling: a GPU whose power or thermal throttle bits switch on near the start (on for at least half
+4. pause: the GPUs' own samples (``Evidence.fine``, read around the dip at their own resolution, not the
+   evidence's buckets) show at least 80 % of them idle together for ``PAUSE_MIN_S`` or more near the start: a
+   synchronous pause (a checkpoint, an evaluation or a data stall) too short to fill a bucket (40 s of a
+   60-s bucket leaves the bucket two-thirds idle). With file-system writes near it, or a checkpoint marker,
+   it is a checkpoint (2.);
+5. straggler: a straggler finding whose start is near;
+6. throttling: a GPU whose power or thermal throttle bits switch on near the start (on for at least half
    the dip, on for less than a fifth of the ten buckets before);
-6. unknown: no hardware signal explains it.
+7. unknown: no hardware signal explains it.
 
 Plain Python: no Django (numpy and pandas).
 """
@@ -53,6 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -75,7 +83,10 @@ IDLE_TOGETHER = 0.8
 EVAL_BUSY_IDLE, EVAL_TENSOR_DROP, EVAL_DRAM_RISE = 0.2, 0.2, 0.1
 THROTTLE_DURING, THROTTLE_BEFORE, THROTTLE_LOOKBACK = 0.5, 0.2, 10
 POWER_BITS, THERMAL_BITS = 0x4 | 0x80, 0x20 | 0x40  # DCGM clock-event reasons: SW/HW power cap, SW/HW thermal
-KINDS = ("checkpoint", "straggler", "throttling", "evaluation", "restart", "unknown")
+# A synchronous pause: at least IDLE_TOGETHER of the GPUs idle together this long in their own samples. The
+# samples are read for at most FINE_READS dips of a job (the first ones), each over its near span.
+PAUSE_MIN_S, FINE_READS = 10.0, 24
+KINDS = ("checkpoint", "straggler", "throttling", "evaluation", "restart", "pause", "unknown")
 
 
 @dataclass
@@ -92,6 +103,8 @@ class Evidence:
     ``write_bytes``: bytes written to the file system per bucket, of ``times`` or, when given, of its own grid
     ``write_times`` (bucket starts) of ``write_step_s`` seconds (file-system counters are read at their own pace,
     often over a longer span than the GPU telemetry).
+    ``fine``: ``fine(start_ns, end_ns)`` gives the share of the job's GPUs idle at the resolution of their own
+    samples in that window, as (times in ns, shares 0-1); called around a dip's start, for a few dips at most.
     """
 
     times: np.ndarray
@@ -106,6 +119,7 @@ class Evidence:
     throttle_kinds: dict[str, str] = field(default_factory=dict)
     write_times: np.ndarray | None = None
     write_step_s: float | None = None
+    fine: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None
 
 
 @dataclass
@@ -299,6 +313,7 @@ class _Context:
             outside[first:last] = False
         self.tensor_usual = _nanmedian(self.tensor[outside])
         self.dram_usual = _nanmedian(self.dram[outside])
+        self._pauses: dict[tuple[int, int], tuple | None] = {}
 
     @staticmethod
     def _throttle_array(array, length: int) -> np.ndarray:
@@ -401,7 +416,8 @@ class _Context:
 
     def event(self, dip: _Dip, checks=None) -> dict:
         first, last = self._bucket_range(dip)
-        for check in checks or (self._restart, self._checkpoint, self._evaluation, self._straggler, self._throttling):
+        for check in checks or (self._restart, self._checkpoint, self._evaluation, self._pause, self._straggler,
+                                self._throttling):
             found = check(dip, first, last)
             if found:
                 kind, reason = found
@@ -431,22 +447,48 @@ class _Context:
         last = max(first, min(last, int(np.searchsorted(self.buckets, hi, side="left"))))
         idle = self.idle[first:last]
         idle_max = float(np.nanmax(idle)) if np.isfinite(idle).any() else None
-        if marker is None and (idle_max is None or idle_max < IDLE_TOGETHER):
+        write_step_ns = int(self.write_step_s * 1e9)
+        writes = self.writes[int(np.searchsorted(self.write_buckets, lo - write_step_ns, side="right")):
+                             int(np.searchsorted(self.write_buckets, hi, side="left"))]
+        rate = (float(np.nanmax(writes)) / self.write_step_s / 1e9
+                if np.isfinite(writes).any() and np.nanmax(writes) > 0 else None)
+        together = idle_max is not None and idle_max >= IDLE_TOGETHER
+        pause = self._fine_pause(dip) if marker is None and not together and rate is not None else None
+        if marker is None and not together and pause is None:
             return None
         parts = []
         if marker:
             took = f", took {marker[1]:.0f} s" if marker[1] != 1.0 else ""
             parts.append(f"a checkpoint save started at {_clock(marker[0])} (event.checkpoint{took})")
-        if idle_max is not None and idle_max >= IDLE_TOGETHER:
+        if together:
             bucket = first + int(np.nanargmax(idle))
             parts.append(f"{idle_max * 100:.0f} % of the GPUs idle together at {_clock(int(self.buckets[bucket]))}")
-        write_step_ns = int(self.write_step_s * 1e9)
-        writes = self.writes[int(np.searchsorted(self.write_buckets, lo - write_step_ns, side="right")):
-                             int(np.searchsorted(self.write_buckets, hi, side="left"))]
-        if np.isfinite(writes).any() and np.nanmax(writes) > 0:
-            rate = float(np.nanmax(writes)) / self.write_step_s / 1e9
+        if pause is not None:
+            parts.append(_pause_words(*pause))
+        if rate is not None:
             parts.append(f"writes {rate:.1f} GB/s to the file system")
         return "checkpoint", ", ".join(parts)
+
+    def _fine_pause(self, dip: _Dip) -> tuple[int, float, float, float] | None:
+        """The longest run near the dip's start where at least ``IDLE_TOGETHER`` of the GPUs were idle together in
+        their own samples, as (start ns, seconds, the smallest share idle in it, the samples' spacing in s), when
+        it lasts ``PAUSE_MIN_S`` or more; None without such samples (``Evidence.fine``) or such a run."""
+        if self.evidence.fine is None:
+            return None
+        span = self._near_span(dip)
+        if span not in self._pauses:
+            if len(self._pauses) >= FINE_READS:
+                return None
+            times, idle = self.evidence.fine(*span)
+            self._pauses[span] = _longest_pause(to_ns(times), np.asarray(idle, dtype="float64").reshape(-1))
+        return self._pauses[span]
+
+    def _pause(self, dip: _Dip, first: int, last: int):
+        pause = self._fine_pause(dip)
+        if pause is None:
+            return None
+        return "pause", (f"{_pause_words(*pause)}: a checkpoint, an evaluation or a data stall (no checkpoint or "
+                         "evaluation marker, no file-system write near it says which)")
 
     def _evaluation(self, dip: _Dip, first: int, last: int):
         marker = self._near("event.evaluation", dip)
@@ -493,6 +535,28 @@ class _Context:
         bits = int(np.bitwise_or.reduce(state[state > 0])) if (state > 0).any() else 0
         kinds = [name for name, mask in (("power cap", POWER_BITS), ("thermal", THERMAL_BITS)) if bits & mask]
         return " and ".join(kinds) if kinds else "power cap or thermal"
+
+
+def _longest_pause(times: np.ndarray, idle: np.ndarray) -> tuple[int, float, float, float] | None:
+    """See :meth:`_Context._fine_pause`: ``times`` (ns, sorted here) and the share of GPUs idle at each."""
+    if len(times) < 2 or len(idle) != len(times):
+        return None
+    order = np.argsort(times, kind="stable")
+    times, idle = times[order], idle[order]
+    spacing = float(np.median(np.diff(times))) / 1e9
+    together = np.nan_to_num(idle, nan=0.0) >= IDLE_TOGETHER
+    best = None
+    for a, b in _runs(together):
+        seconds = (int(times[b]) - int(times[a])) / 1e9 + spacing  # each sample stands for one spacing
+        if best is None or seconds > best[1]:
+            best = (int(times[a]), seconds, float(np.min(idle[a:b + 1])), spacing)
+    return best if best is not None and best[1] >= PAUSE_MIN_S else None
+
+
+def _pause_words(start_ns: int, seconds: float, share: float, spacing: float) -> str:
+    who = "all the GPUs" if share >= 0.995 else f"{share * 100:.0f} % of the GPUs or more"
+    return (f"{who} paused together for {_duration(seconds)} from {_clock(start_ns)} "
+            f"(in their own samples, every {_duration(spacing)})")
 
 
 def _nanmean(array: np.ndarray) -> float | None:

@@ -13,10 +13,10 @@ import pandas as pd
 
 from apps.core.gpu_models import gpu_model_for
 from apps.saturation.models import JobSaturation
-from apps.telemetry.backends.base import TelemetryUnavailable
+from apps.telemetry.backends.base import Query, TelemetryUnavailable
 from apps.telemetry.lustre import PREFIX as LUSTRE_PREFIX
 from apps.telemetry.lustre import io_step, job_io, reading_step
-from apps.telemetry.selectors import job_cube
+from apps.telemetry.selectors import job_cube, read_series
 from apps.telemetry.store import telemetry_store
 
 from . import efficiency, events, flops
@@ -93,6 +93,23 @@ def _writes(lustre: pd.DataFrame) -> dict:
             "write_bytes": rates["write_bytes_per_s"].to_numpy(float) * step}
 
 
+def _fine_idle(job):
+    """For :class:`events.Evidence`'s ``fine``: the share of the job's GPUs idle at their own samples' resolution in a
+    window (ns), read from the telemetry store around a dip (never the whole run)."""
+    hosts = tuple(job.node_list or ())
+
+    def read(start_ns: int, end_ns: int):
+        start, end = (pd.Timestamp(value, unit="ns", tz="UTC").to_pydatetime() for value in (start_ns, end_ns))
+        query = Query(start=start, end=end, cluster=job.cluster.name, hosts=hosts,
+                      fields=(efficiency.SM_FIELD, efficiency.UTIL_FIELD))
+        try:
+            return efficiency.fine_idle_share(read_series(query))
+        except TelemetryUnavailable:
+            return np.array([], dtype="datetime64[ns]"), np.array([], dtype=float)
+
+    return read
+
+
 def _iso(value) -> str | None:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return None
@@ -149,8 +166,10 @@ def job_efficiency(job) -> dict:
     event_list: list[dict] = []
     if len(ts):
         # markers, stragglers and file-system writes explain dips without GPU telemetry too
+        # the GPUs' own samples around a dip show pauses shorter than the product's buckets (and without a product)
         evidence = events.Evidence(**{"times": np.array([], dtype="datetime64[ns]"), "step_s": 0.0, **hardware},
-                                   stragglers=_stragglers(job), markers=_markers(series), **_writes(lustre))
+                                   stragglers=_stragglers(job), markers=_markers(series), **_writes(lustre),
+                                   fine=_fine_idle(job) if job.node_list else None)
         event_list = [{**event, "start": _iso(event["start"]), "end": _iso(event.get("end"))}
                       for event in events.find_events(ts, tps, evidence)]
     names = sorted(set(series["name"])) if len(series) else []

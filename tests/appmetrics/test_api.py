@@ -232,3 +232,23 @@ def test_a_window_outside_the_store_s_years_or_backwards_is_a_400_naming_it(alic
     response = alice.get(f"/api/v1/jobs/alps/1/metrics/?{query}")
     assert response.status_code == 400, response.content
     assert response.json()["errors"][0]["field"] == field
+
+
+def test_a_40_s_pause_of_every_gpu_is_named_from_the_stored_samples_without_a_telemetry_product(alice, job, store):
+    """Issue 34: a 40-s pause of all GPUs inside one minute, throughput 80 % down, read "no hardware signal
+    explains it". The efficiency answer reads the GPUs' samples around the dip from the store at their own
+    resolution (every 10 s here) and names the pause."""
+    import pandas as pd
+
+    start = T0.timestamp() + 600
+    pause = start + 600  # 10:20:00 to 10:20:40
+    body = [{"ts": start + i * 10, "step": i + 1, "tokens_per_s": 20_000.0 if pause <= start + i * 10 < pause + 40 else 100_000.0}
+            for i in range(120)]
+    assert alice.post("/api/v1/jobs/alps/1/metrics/", body, format="json").status_code in (200, 201)
+    stamps = [start + 10 * k for k in range(120)]
+    store.write(pd.DataFrame([{"ts": pd.Timestamp(at, unit="s", tz="UTC"), "cluster": "alps", "host": host, "gpu": gpu,
+                               "uuid": f"GPU-{host}-{gpu}", "field": 1002, "value": 0.0 if pause <= at < pause + 40 else 0.7}
+                              for at in stamps for host in NODES for gpu in range(4)]))
+    [event] = alice.get("/api/v1/jobs/alps/1/efficiency/").json()["events"]
+    assert event["kind"] == "pause" and event["start"].startswith("2026-11-24T10:20:00")
+    assert "all the GPUs paused together for 40 s from 10:20:00 (in their own samples, every 10 s)" in event["reason"]

@@ -410,3 +410,101 @@ def test_the_live_demo_s_story_a_straggler_checkpoints_and_an_evaluation_that_ho
     assert "nid000473 GPU 2" in straggler["reason"]
     assert evaluation["start"] == (t0 + pd.Timedelta(seconds=13440)).to_pydatetime()
     assert "restart" not in " ".join(event["reason"] for event in events)
+
+
+# ---- a short synchronous pause, seen in the GPUs' own samples (issue 34)
+PAUSE_AT, PAUSE_S, SAMPLE_S, GPUS = 3610, 40, 5, 16
+
+
+def pause_job():
+    """Throughput 80 % down for 40 s from 09:00:10 (four 10-s lines), every GPU idle then; evidence in 60-s buckets
+    where the pause leaves each GPU's mean SM activity at a third of its usual 0.6: no bucket looks idle."""
+    times, values = job()
+    first = index(times, PAUSE_AT)
+    values[first:first + PAUSE_S // LOG_S] = USUAL * 0.2
+    starts = np.asarray((T0 + pd.to_timedelta(np.arange(HOURS * 60) * 60, unit="s")).tz_convert(None))
+    return times, values, Evidence(times=starts, step_s=60.0, idle_share=np.zeros(len(starts)))
+
+
+def raw_samples(start_ns: int, end_ns: int) -> pd.DataFrame:
+    """SM activity (DCGM 1002) of 16 GPUs on 4 nodes every 5 s, each node a second later than the one before."""
+    rows = []
+    for host in range(4):
+        stamps = np.arange(start_ns, end_ns, SAMPLE_S * 10**9) + host * 10**9
+        seconds = (stamps - T0.value) / 1e9
+        for gpu in range(4):
+            busy = np.where((seconds >= PAUSE_AT) & (seconds < PAUSE_AT + PAUSE_S), 0.01, 0.6)
+            rows.append(pd.DataFrame({"ts": pd.to_datetime(stamps, utc=True), "host": f"nid00000{host}", "gpu": gpu,
+                                      "field": 1002, "value": busy}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def fine(reads: list):
+    from apps.appmetrics.efficiency import fine_idle_share
+
+    def read(start_ns, end_ns):
+        reads.append((start_ns, end_ns))
+        return fine_idle_share(raw_samples(start_ns, end_ns))
+    return read
+
+
+def test_a_40_s_pause_of_every_gpu_inside_one_minute_is_named_from_the_gpus_own_samples():
+    times, values, evidence = pause_job()
+    assert [event["kind"] for event in find_events(times, values, evidence)] == ["unknown"]  # the buckets hide it
+    reads = []
+    evidence.fine = fine(reads)
+    [event] = find_events(times, values, evidence)
+    assert event["kind"] == "pause" and event["start"] == at(PAUSE_AT) and event["dip"] > 0.7
+    assert "all the GPUs paused together for 40 s from 09:00:10 (in their own samples, every 5 s)" in event["reason"]
+    assert "checkpoint, an evaluation or a data stall" in event["reason"]
+    # read around the dip only, not over the job's three hours
+    assert len(reads) == 1 and (reads[0][1] - reads[0][0]) / 1e9 <= 15 * 60
+
+
+def test_a_pause_while_the_job_writes_to_the_file_system_is_a_checkpoint():
+    times, values, evidence = pause_job()
+    grid = pd.date_range(T0, periods=HOURS * 360, freq="10s").tz_convert(None)
+    seconds = (grid - T0.tz_convert(None)).total_seconds().to_numpy()
+    writes = np.where((seconds >= PAUSE_AT) & (seconds < PAUSE_AT + 30), 20e9, 0.0)  # 2 GB/s during the pause
+    evidence.write_bytes, evidence.write_times, evidence.write_step_s = writes, grid.to_numpy(), 10.0
+    assert find_events(times, values, evidence)[0]["kind"] == "unknown"  # writes alone do not make a checkpoint
+    evidence.fine = fine([])
+    [event] = find_events(times, values, evidence)
+    assert event["kind"] == "checkpoint"
+    assert "all the GPUs paused together for 40 s from 09:00:10" in event["reason"] and "2.0 GB/s" in event["reason"]
+
+
+def test_a_pause_of_a_few_gpus_or_of_one_sample_is_not_a_synchronous_pause():
+    from apps.appmetrics.efficiency import fine_idle_share
+
+    times, values, evidence = pause_job()
+
+    def half(start_ns, end_ns):  # only 8 of the 16 GPUs pause
+        samples = raw_samples(start_ns, end_ns)
+        samples.loc[samples["host"].isin(["nid000000", "nid000001"]), "value"] = 0.6
+        return fine_idle_share(samples)
+
+    evidence.fine = half
+    assert find_events(times, values, evidence)[0]["kind"] == "unknown"
+
+    def blink(start_ns, end_ns):  # every GPU idle in one 5-s sample only
+        samples = raw_samples(start_ns, end_ns)
+        seconds = (samples["ts"].astype("int64") - T0.value) / 1e9
+        samples["value"] = np.where((seconds >= PAUSE_AT) & (seconds < PAUSE_AT + SAMPLE_S), 0.01, 0.6)
+        return fine_idle_share(samples)
+
+    evidence.fine = blink
+    assert find_events(times, values, evidence)[0]["kind"] == "unknown"
+
+
+def test_the_idle_share_at_the_samples_own_resolution_from_utilisation_when_sm_activity_is_missing():
+    from apps.appmetrics.efficiency import fine_idle_share
+
+    samples = raw_samples(T0.value + PAUSE_AT * 10**9 - 20 * 10**9, T0.value + (PAUSE_AT + 60) * 10**9)
+    samples["field"], samples["value"] = 203, samples["value"] * 100  # GPU utilisation in percent
+    bins, shares = fine_idle_share(samples)
+    assert np.diff(bins).astype("int64").min() == SAMPLE_S * 10**9  # the GPUs' 5-s interval, nodes a second apart share a bin
+    idle = bins[shares == 1.0]
+    assert len(idle) == PAUSE_S // SAMPLE_S and pd.Timestamp(idle[0]) == T0.tz_convert(None) + pd.Timedelta(seconds=PAUSE_AT)
+    assert set(shares[shares < 1.0]) == {0.0}
+    assert fine_idle_share(samples.iloc[0:0])[0].size == 0
