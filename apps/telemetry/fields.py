@@ -6,12 +6,25 @@ renamed most fields (``DCGM_FI_PROF_SM_ACTIVE`` became ``DCGM_FI_PROF_SM_UTIL_RA
 and exporters still print the old names. ``lookup`` accepts either name, the id, or a dmon tag.
 Facts: docs/reference dcgm-saturation.md §1–§3. Plain Python.
 
+DCGM 4.6 (tag v4.6.0): every registry id, 4.6 name, deprecated name and unit is pinned against an extract of
+``dcgmlib/dcgm_fields.h`` and ``dcgmlib/src/dcgm_fields.cpp`` (tests/telemetry/data/dcgm-4.6/, checked by
+tests/telemetry/test_dcgm46_registry.py). Where DCGM's field metadata states a unit (``C``, ``W``, ``mJ``,
+``KB/s``, ``MB/s``, ``#``) the registry's unit is that unit (``DCGM_METADATA_UNITS``); elsewhere DCGM's
+metadata is blank and the unit is the one its header comments and NVML give.
+
+dcgm-exporter 1.x names: the exporter's first releases (a ``dcgmi dmon`` + awk script, then 2.x's
+``1.x-compatibility-metrics.csv``) printed ``dcgm_gpu_temp``-style names, the map ``OLD_DCGM_FI`` of
+go-dcgm (NVIDIA/gpu-monitoring-tools ``bindings/go/dcgm/const.go``). ``EXPORTER_1X_NAMES`` is that map;
+``lookup`` accepts those names too, so imports of such text land on the same field ids.
+
 Completeness: every field of dcgm-exporter's shipped counter lists (``etc/dcp-metrics-included.csv``
 and ``etc/default-counters.csv``, active and commented-out lines; copies and their commits in
 tests/telemetry/data/dcgm-exporter/) resolves here, checked by tests/telemetry/test_dcgm_registry.py,
 plus the GPU-health ids of ``dcgm_fields.h`` (group ``"health"``, judged by ``HEALTH``). Ids and old
 names were checked against ``dcgmlib/dcgm_fields.h`` of NVIDIA/DCGM (commit 28bfbd4c), the 4.6 names
-against DCGM 4.6's Python bindings ``dcgm_fields.py``. Not verified, so not listed: the NVLink
+against DCGM 4.6's Python bindings ``dcgm_fields.py`` and since then against the v4.6.0 header (which names
+1013-1015 ``DCGM_FI_PROF_{IMMA,HMMA,DFMA}_UTIL_RATIO``; Belvedere printed ``..._TENSOR_IMMA_UTIL_RATIO`` and so
+on before, kept as ``aliases``). Not verified, so not listed: the NVLink
 error totals 497–499 that DCGM 4.x added (``DCGM_FI_DEV_NVLINK_CRC_ERROR_TOTAL`` …), whose pre-4.6
 names could not be confirmed in a DCGM header.
 
@@ -20,12 +33,12 @@ attaches as a label to the other metrics: known, never stored as a sample).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Units as stored (DCGM's units; GPM values are converted on the way in).
 RATIO, PERCENT, BYTES_PER_S, MHZ, WATTS, MILLIJOULES, CELSIUS, MIB, COUNT, BITMASK, NANOSECONDS, CODE, FLAG = (
     "ratio", "percent", "bytes/s", "MHz", "W", "mJ", "°C", "MiB", "count", "bitmask", "ns", "code", "flag")
-KB_PER_S, TEXT = "KB/s", "text"
+KB_PER_S, MB_PER_S, TEXT = "KB/s", "MB/s", "text"
 GAUGE, COUNTER, LABEL = "gauge", "counter", "label"
 
 MIB_PER_S = 1024 * 1024  # GPM reports MiB/s; DCGM multiplies by 2^20 to give bytes/s
@@ -44,10 +57,11 @@ class Field:
     dmon: str | None = None  # column tag printed by dcgmi dmon
     gpm: int | None = None  # NVML GPM metric id with the same meaning
     gpm_scale: float = 1.0  # GPM value x gpm_scale = value in ``unit``
+    aliases: tuple[str, ...] = ()  # other names accepted on lookup and import (not DCGM's; see the module doc)
 
     @property
     def names(self) -> tuple[str, ...]:
-        return (self.name,) if not self.legacy else (self.name, self.legacy)
+        return (self.name,) + ((self.legacy,) if self.legacy else ()) + self.aliases
 
     @property
     def display_name(self) -> str:
@@ -55,10 +69,10 @@ class Field:
         return self.legacy or self.name
 
 
-def _p(id_, old, new, unit, dmon, gpm, meaning, kind="gauge"):
+def _p(id_, old, new, unit, dmon, gpm, meaning, kind="gauge", aliases=()):
     """A profiling field; ``new`` None means 4.6 kept the old name."""
     scale = PERCENT_TO_RATIO if unit == RATIO else MIB_PER_S if unit == BYTES_PER_S else 1.0
-    return Field(id_, new or old, old if new else None, unit, kind, "profiling", meaning, dmon, gpm, scale)
+    return Field(id_, new or old, old if new else None, unit, kind, "profiling", meaning, dmon, gpm, scale, aliases)
 
 
 def _d(id_, old, new, unit, dmon, meaning, kind="gauge", group="device"):
@@ -105,12 +119,12 @@ _FIELDS: list[Field] = [
        "NVLink bytes sent per second, all links."),
     _p(1012, _PROF + "NVLINK_RX_BYTES", None, BYTES_PER_S, "NVLRX", 60,
        "NVLink bytes received per second, all links."),
-    _p(1013, _PROF + "PIPE_TENSOR_IMMA_ACTIVE", _PROF + "TENSOR_IMMA_UTIL_RATIO", RATIO, "TIMMA", 9,
-       "Fraction of cycles the integer tensor pipe was active."),
-    _p(1014, _PROF + "PIPE_TENSOR_HMMA_ACTIVE", _PROF + "TENSOR_HMMA_UTIL_RATIO", RATIO, "THMMA", 7,
-       "Fraction of cycles the half/BF16/TF32/FP8 tensor pipe was active."),
-    _p(1015, _PROF + "PIPE_TENSOR_DFMA_ACTIVE", _PROF + "TENSOR_DFMA_UTIL_RATIO", RATIO, "TDFMA", 6,
-       "Fraction of cycles the FP64 tensor pipe was active."),
+    _p(1013, _PROF + "PIPE_TENSOR_IMMA_ACTIVE", _PROF + "IMMA_UTIL_RATIO", RATIO, "TIMMA", 9,
+       "Fraction of cycles the integer tensor pipe was active.", aliases=(_PROF + "TENSOR_IMMA_UTIL_RATIO",)),
+    _p(1014, _PROF + "PIPE_TENSOR_HMMA_ACTIVE", _PROF + "HMMA_UTIL_RATIO", RATIO, "THMMA", 7,
+       "Fraction of cycles the half/BF16/TF32/FP8 tensor pipe was active.", aliases=(_PROF + "TENSOR_HMMA_UTIL_RATIO",)),
+    _p(1015, _PROF + "PIPE_TENSOR_DFMA_ACTIVE", _PROF + "DFMA_UTIL_RATIO", RATIO, "TDFMA", 6,
+       "Fraction of cycles the FP64 tensor pipe was active.", aliases=(_PROF + "TENSOR_DFMA_UTIL_RATIO",)),
     _p(1016, _PROF + "PIPE_INT_ACTIVE", _PROF + "INT_UTIL_RATIO", RATIO, "INTAC", 4,
        "Fraction of cycles the integer pipe was active."),
     _p(1076, _PROF + "C2C_TX_ALL_BYTES", None, BYTES_PER_S, "C2CTXAB", 100,
@@ -118,7 +132,7 @@ _FIELDS: list[Field] = [
     _p(1077, _PROF + "C2C_TX_DATA_BYTES", None, BYTES_PER_S, "C2CTXDB", 102, "NVLink-C2C bytes sent per second, payload only."),
     _p(1078, _PROF + "C2C_RX_ALL_BYTES", None, BYTES_PER_S, "C2CRXAB", 101,
        "NVLink-C2C bytes received per second, header + payload."),
-    _p(1079, _PROF + "C2C_RX_DATA_BYTES", None, BYTES_PER_S, None, 103, "NVLink-C2C bytes received per second, payload only."),
+    _p(1079, _PROF + "C2C_RX_DATA_BYTES", None, BYTES_PER_S, "C2CRXDB", 103, "NVLink-C2C bytes received per second, payload only."),
     # --- device fields ---------------------------------------------------------------------------
     _d(203, _DEV + "GPU_UTIL", _DEV + "GPU_UTIL_RATIO", PERCENT, "GPUTL",
        "Percent of the sample period in which a kernel ran (0-100, despite the 4.6 name): utilisation, not saturation."),
@@ -206,8 +220,10 @@ _FIELDS: list[Field] = [
     _d(252, _DEV + "FB_USED", None, MIB, "FBUSD", "Frame buffer memory, used."),
     _d(253, _DEV + "FB_RESERVED", None, MIB, None, "Frame buffer memory, reserved."),
     _d(254, _DEV + "FB_USED_PERCENT", _DEV + "FB_USED_RATIO", RATIO, None, "Frame buffer memory used, 0..1."),
-    _d(449, _DEV + "NVLINK_BANDWIDTH_TOTAL", _DEV + "NVLINK_THROUGHPUT_TOTAL", COUNT, None,
-       "Older NVML NVLink counter; prefer 1011/1012.", kind="counter"),
+    _d(449, _DEV + "NVLINK_BANDWIDTH_TOTAL", _DEV + "NVLINK_THROUGHPUT_TOTAL", MB_PER_S, "NBWLT",
+       "NVLink throughput, all links, receive + transmit, in MB/s: DCGM reads NVML's data counters and publishes the "
+       "average rate since its previous reading (a rate, although dcgm-exporter's CSVs declare it a counter). "
+       "Prefer 1011/1012."),
     _d(285, _DEV + "C2C_LINK_COUNT", _DEV + "C2C_LINK_QUANTITY", COUNT, None, "Number of NVLink-C2C links."),
     _d(287, _DEV + "C2C_MAX_BANDWIDTH", None, "MB/s", None, "Maximum NVLink-C2C bandwidth (a runtime peak for normalising)."),
     _d(94, _DEV + "GPM_SUPPORT", None, FLAG, None, "Whether the GPU supports NVML GPM (Hopper and newer)."),
@@ -230,16 +246,63 @@ for _k in range(18):
     _FIELDS.append(_p(1041 + 2 * _k, f"{_PROF}NVLINK_L{_k}_RX_BYTES", None, BYTES_PER_S, None, 62 + 2 * _k,
                       f"NVLink link {_k} bytes received per second."))
 
-# Older NVML NVLink bandwidth counters per link (4.6: ..._NVLINK_THROUGHPUT_L<k>): links 0-5 are 440-445,
-# links 6-11 are 475-480 (dcgm_fields.h). Counters like 449; prefer the profiling rates 1040+.
+# Older NVML NVLink throughput per link (4.6: ..._NVLINK_THROUGHPUT_L<k>): links 0-5 are 440-445,
+# links 6-11 are 475-480 (dcgm_fields.h). Rates in MB/s like 449; prefer the profiling rates 1040+.
 for _k, _id in enumerate((440, 441, 442, 443, 444, 445, 475, 476, 477, 478, 479, 480)):
-    _FIELDS.append(_d(_id, f"{_DEV}NVLINK_BANDWIDTH_L{_k}", f"{_DEV}NVLINK_THROUGHPUT_L{_k}", COUNT, None,
-                      f"Older NVML NVLink counter of link {_k}; prefer the profiling rates.", kind=COUNTER))
+    _FIELDS.append(_d(_id, f"{_DEV}NVLINK_BANDWIDTH_L{_k}", f"{_DEV}NVLINK_THROUGHPUT_L{_k}", MB_PER_S, f"NBWL{_k}",
+                      f"NVLink throughput of link {_k} in MB/s (a rate, see 449); prefer the profiling rates."))
+
+# dcgmi dmon's column tags (DCGM's short names, dcgm_fields.cpp of v4.6.0) of the fields listed above without
+# one, so that a dmon table with any of them imports.
+_DMON_TAGS = {
+    94: "GPMSPT", 110: "SACLK", 111: "MACLK", 114: "MMMAX", 153: "GTLIMIT", 157: "POWINST", 160: "PMLMT",
+    164: "EPLMT", 190: "PSTAT", 200: "TXTPT", 201: "RXTPT", 202: "RPCTR", 206: "ECUTL", 207: "DCUTL",
+    241: "TVIOL", 242: "SBVIO", 243: "BLVIO", 244: "LUVIO", 245: "RVIOL", 250: "FBTTL", 251: "FBFRE",
+    253: "FBRSV", 254: "FBUSP", 285: "C2CLC", 287: "C2CMAXBW", 310: "ESVTL", 312: "ESATL", 313: "EDATL",
+    390: "RPSBE", 391: "RPDBE", 392: "RPPEN", 393: "URMPS", 394: "CRMPS", 395: "RRF", 396: "RRP", 409: "NFELT",
+    419: "NDELT", 429: "NRELT", 439: "NRCLT", 526: "VLCST", 1420: "CLKPCNS", 1421: "CLKBSTNS",
+    1422: "CLKSWTHNS", 1423: "CLKHWTHNS", 1424: "CLKEPBSNS",
+}
+for _k in range(18):  # DcgmFieldsPopulateNvLinkProfileFieldRange: NVL<k>T / NVL<k>R
+    _DMON_TAGS[1040 + 2 * _k], _DMON_TAGS[1041 + 2 * _k] = f"NVL{_k}T", f"NVL{_k}R"
+_FIELDS = [replace(field, dmon=_DMON_TAGS[field.id]) if field.id in _DMON_TAGS else field for field in _FIELDS]
 
 FIELDS: dict[int, Field] = {field.id: field for field in sorted(_FIELDS, key=lambda f: f.id)}
 _BY_NAME: dict[str, Field] = {name: field for field in FIELDS.values() for name in field.names}
 _BY_DMON: dict[str, Field] = {field.dmon: field for field in FIELDS.values() if field.dmon}
 BY_GPM: dict[int, Field] = {field.gpm: field for field in FIELDS.values() if field.gpm is not None}
+
+# DCGM's field metadata (``dcgm_field_output_format_t.unit`` set in dcgm_fields.cpp, blanks stripped) -> the
+# registry's unit. ``#`` is dmon's "a number": a count for numbers; on a text field (the versions) it says nothing.
+DCGM_METADATA_UNITS = {"C": CELSIUS, "W": WATTS, "mJ": MILLIJOULES, "KB/s": KB_PER_S, "MB/s": MB_PER_S,
+                       "Mb/s": "Mb/s", "#": COUNT}
+
+# dcgm-exporter 1.x metric names -> field id: go-dcgm's ``OLD_DCGM_FI`` (NVIDIA/gpu-monitoring-tools,
+# bindings/go/dcgm/const.go, commit 958d3414), the names the 1.x awk exporter printed (``dcgm_`` + DCGM's field
+# tag of its day) and dcgm-exporter 2.x prints with ``-f 1.x-compatibility-metrics.csv``. Copied, not derived.
+EXPORTER_1X_NAMES: dict[str, int] = {
+    "dcgm_sm_clock": 100, "dcgm_memory_clock": 101, "dcgm_memory_temp": 140, "dcgm_gpu_temp": 150,
+    "dcgm_power_usage": 155, "dcgm_total_energy_consumption": 156, "dcgm_pcie_tx_throughput": 200,
+    "dcgm_pcie_rx_throughput": 201, "dcgm_pcie_replay_counter": 202, "dcgm_gpu_utilization": 203,
+    "dcgm_mem_copy_utilization": 204, "dcgm_enc_utilization": 206, "dcgm_dec_utilization": 207,
+    "dcgm_xid_errors": 230, "dcgm_power_violation": 240, "dcgm_thermal_violation": 241,
+    "dcgm_sync_boost_violation": 242, "dcgm_board_limit_violation": 243, "dcgm_low_util_violation": 244,
+    "dcgm_reliability_violation": 245, "dcgm_fb_free": 251, "dcgm_fb_used": 252,
+    "dcgm_ecc_sbe_volatile_total": 310, "dcgm_ecc_dbe_volatile_total": 311, "dcgm_ecc_sbe_aggregate_total": 312,
+    "dcgm_ecc_dbe_aggregate_total": 313, "dcgm_retired_pages_sbe": 390, "dcgm_retired_pages_dbe": 391,
+    "dcgm_retired_pages_pending": 392, "dcgm_nvlink_flit_crc_error_count_total": 409,
+    "dcgm_nvlink_data_crc_error_count_total": 419, "dcgm_nvlink_replay_error_count_total": 429,
+    "dcgm_nvlink_recovery_error_count_total": 439, "dcgm_nvlink_bandwidth_total": 449,
+    "dcgm_fi_prof_gr_engine_active": 1001, "dcgm_fi_prof_sm_active": 1002, "dcgm_fi_prof_sm_occupancy": 1003,
+    "dcgm_fi_prof_pipe_tensor_active": 1004, "dcgm_fi_prof_dram_active": 1005, "dcgm_fi_prof_pcie_tx_bytes": 1009,
+    "dcgm_fi_prof_pcie_rx_bytes": 1010,
+}
+_BY_1X: dict[str, Field] = {name: FIELDS[field_id] for name, field_id in EXPORTER_1X_NAMES.items()}
+
+
+def by_exporter_1x_name(name: str) -> Field | None:
+    """The field a dcgm-exporter 1.x metric name (``dcgm_gpu_temp``) stands for; None if it is not one."""
+    return _BY_1X.get(name.strip())
 
 # What the collectors watch by default: the saturation model's inputs plus health (§6.6).
 DEFAULT_PROFILING = (1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, 1076, 1078)
@@ -253,7 +316,8 @@ class UnknownField(KeyError):
 
 
 def lookup(key) -> Field:
-    """The field for an id (1002, "1002"), a current or legacy DCGM name, or a dmon tag ("SMACT")."""
+    """The field for an id (1002, "1002"), a current or legacy DCGM name, a dmon tag ("SMACT") or a
+    dcgm-exporter 1.x metric name ("dcgm_gpu_temp")."""
     if isinstance(key, bool):
         raise UnknownField(key)
     if isinstance(key, int):
@@ -264,7 +328,8 @@ def lookup(key) -> Field:
         text = key.strip()
         if text.isascii() and text.isdigit() and int(text) in FIELDS:  # "²".isdigit() is True, int("²") fails
             return FIELDS[int(text)]
-        field = _BY_NAME.get(text) or _BY_NAME.get(text.upper()) or _BY_DMON.get(text.upper())
+        field = (_BY_NAME.get(text) or _BY_NAME.get(text.upper()) or _BY_DMON.get(text.upper())
+                 or _BY_1X.get(text) or _BY_1X.get(text.lower()))
         if field is not None:
             return field
     raise UnknownField(key)

@@ -435,7 +435,9 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
     Prometheus ``/federate`` dump of its series).
 
     Metric names are DCGM field names, legacy (``DCGM_FI_PROF_SM_ACTIVE``) or DCGM 4.6
-    (``DCGM_FI_PROF_SM_UTIL_RATIO``); both give the same field id. Other metrics (``DCGM_EXP_*``,
+    (``DCGM_FI_PROF_SM_UTIL_RATIO``), or dcgm-exporter 1.x names (``dcgm_gpu_temp``, ``dcgm_fi_prof_sm_active``:
+    the 1.x exporter, and 2.x run with ``1.x-compatibility-metrics.csv``); all give the same field id. The
+    1.x exporter labels the UUID ``uuid`` and has no host label (pass ``host``). Other metrics (``DCGM_EXP_*``,
     ``go_*``, fields Belvedere does not store) are skipped and counted. The host is the
     ``hostname`` label (dcgm-exporter since May 2026) or ``Hostname`` (before), else ``host``; the
     GPU is the ``gpu`` label, the UUID the ``UUID`` label. The time is the sample's timestamp (ms)
@@ -562,9 +564,10 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
 
 
 def _exporter_field(name: str) -> fields.Field | None:
-    """The registry field whose current or legacy DCGM name is ``name`` (not ids or dmon tags)."""
+    """The registry field whose current or legacy DCGM name, or dcgm-exporter 1.x metric name
+    (``dcgm_gpu_temp``, go-dcgm's ``OLD_DCGM_FI``), is ``name`` (not ids or dmon tags)."""
     if not name.startswith("DCGM_FI_"):
-        return None
+        return fields.by_exporter_1x_name(name)
     try:
         known = fields.lookup(name)
     except fields.UnknownField:

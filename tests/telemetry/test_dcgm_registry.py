@@ -24,6 +24,10 @@ CSV_TYPE_IS_WRONG = {
     "DCGM_FI_PROF_PCIE_RX_BYTES": "gauge",
     # Pages waiting for the next GPU reset: the reset clears it, so it is not monotonic.
     "DCGM_FI_DEV_RETIRED_PENDING": "gauge",
+    # NVLink throughput: DCGM states MB/s and publishes the average rate between two reads of NVML's counters
+    # (DCGM v4.6.0 DcgmCacheManager::ReadAndCacheNvLinkBandwidth; 4.6 renamed them ..._THROUGHPUT_...).
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "gauge",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0": "gauge",
 }
 
 

@@ -113,17 +113,17 @@ def test_dmon_rows_with_leading_timestamps_need_no_start():
 def test_dmon_malformed_rows_are_reported_and_good_values_kept():
     result = parse_dcgmi_dmon(read("dmon_malformed.txt"), host="nid001234", start=T0)
     assert error_keys(result) == {
-        (1, "ESVTL"),  # a real dmon tag (ECC SBE volatile) the registry has no tag for: column skipped
         (3, None),  # dcgmi's own error message
         (5, "SMACT"),  # 0.4o1
         (8, None),  # GPU x
         (10, "POWER"),  # stray text after the last column
         (11, "POWER"),  # '-'
     }
-    assert result.samples == 20
-    assert result.skipped == 5  # the GPU-I row's 4 known cells (line 6) and the blank SMACT (line 9)
+    assert result.samples == 26
+    assert result.skipped == 6  # the GPU-I row's 5 known cells (line 6) and the blank SMACT (line 9)
     frame = result.frame
-    assert 310 not in set(frame.field)
+    # ESVTL is DCGM's dmon tag of 310 (ECC SBE volatile total, dcgm_fields.cpp v4.6.0; issue 34): its column is read.
+    assert sorted(frame[frame.field == 310].gpu) == [0, 0, 0, 1, 1, 1] and set(frame[frame.field == 310].value) == {0}
     # tick 0 (lines 4-6)
     assert value(result, "nid001234", 0, 1002, at(0)) == 0.912
     assert value(result, "nid001234", 0, 156, at(0)) == 129931554972
