@@ -34,6 +34,10 @@ class JobSaturation(JobProduct):
     energy_j = models.FloatField(null=True, blank=True)
     energy_low_j = models.FloatField(null=True, blank=True)
     steady_start = models.DateTimeField(null=True, blank=True)
+    steady_found = models.BooleanField(null=True, blank=True,
+                                       help_text="Whether the scoring saw the steady state start (the GPUs' median busy share "
+                                                 "passed 0.5); false: still warming up, or never busy. Empty: scored before "
+                                                 "this was kept (apps/saturation/waste.py warming_up).")
     scored_until = models.DateTimeField(null=True, blank=True,
                                         help_text="End of the last scoring bucket holding samples: how far the product reaches.")
     per_gpu = models.JSONField(default=list, blank=True)

@@ -205,6 +205,16 @@ def band(S: float) -> str:
 # ---------------------------------------------------------------------------------------------
 # Job aggregation (§6.4): arrays are (gpus, samples)
 
+def steady_reached(busy: np.ndarray, window: slice) -> bool:
+    """Whether ``window`` (``steady_state(busy)``) is a steady state of its own: the job's median busy fraction
+    passed 0.5 at its first sample (the warm-up is over), not the whole run taken for want of one."""
+    if busy.ndim != 2 or not busy.shape[1] or window.start >= busy.shape[1]:
+        return False
+    column = busy[:, window.start]
+    column = column[np.isfinite(column)]
+    return bool(column.size) and float(np.median(column)) > 0.5
+
+
 def steady_state(busy: np.ndarray) -> slice:
     """Samples from the first to the last where the job's median busy fraction exceeds 0.5 (warm-up
     and tear-down trimmed); the whole run when it never does."""
@@ -265,6 +275,7 @@ class JobSummary:
     limited: bool = False  # no GPU has the profiling fields S needs: a limited score (busy time, clocks, power)
     limited_gpus: int = 0  # GPUs with utilisation but no S (all of them when ``limited``)
     missing_fields: tuple = ()  # DCGM profiling fields no GPU of the job reported (as far as the scores tell)
+    steady_found: bool = True  # the GPUs' median busy share passed 0.5: the warm-up is over (apps/saturation/waste.py)
 
     @property
     def limiter_words(self) -> str:
@@ -372,7 +383,8 @@ def summarize(scores: Scores, *, interval_s: float, power_w: np.ndarray | None =
         imbalance=float((active.max() - active.min()) / job_score) if active.size and job_score > 0 else float("nan"),
         idle_gpus=idle, window=window, energy_j=energy, energy_low_j=energy_low, gpus=gpus, labels=[],
         busy=component("busy"), clock_factor=component("clock_factor"), throttled=component("throttled"),
-        limited=limited, limited_gpus=int(limited_rows.sum()), missing_fields=missing_fields(scores))
+        limited=limited, limited_gpus=int(limited_rows.sum()), missing_fields=missing_fields(scores),
+        steady_found=steady_reached(np.asarray(scores.busy), window))
     labels = [LIMITED_LABEL] if limited else []
     if idle:
         labels.append(f"{idle} idle GPU{'s' * (idle > 1)}")

@@ -301,6 +301,7 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
     record.imbalance, record.idle_gpus = _number(summary.imbalance), summary.idle_gpus
     record.energy_j, record.energy_low_j = _number(summary.energy_j, 1), _number(summary.energy_low_j, 1)
     record.steady_start = _aware(cube.warmup_end)
+    record.steady_found = bool(summary.steady_found)
     record.scored_until = _aware(scored.times[-1] + np.timedelta64(int(round(scored.interval_s * 1e9)), "ns"))
     record.samples = state.samples
     record.per_gpu, record.stragglers = per_gpu, stragglers
@@ -319,7 +320,7 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
 
 
 _RESULT_FIELDS = ("window_start", "window_end", "status", "message", "score", "compute", "memory", "link", "limiter", "labels",
-                  "imbalance", "idle_gpus", "energy_j", "energy_low_j", "steady_start", "scored_until", "samples", "per_gpu",
+                  "imbalance", "idle_gpus", "energy_j", "energy_low_j", "steady_start", "steady_found", "scored_until", "samples", "per_gpu",
                   "stragglers", "flags", "product", "gpu_model", "step_seconds", "computed")
 
 

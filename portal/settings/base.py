@@ -544,10 +544,13 @@ EMAIL_PORT = env.int("EMAIL_PORT", default=25)
 # The whole machine, staff triage, usage reports and notifications (apps/system, apps/triage,
 # apps/reports, apps/notifications)
 # ---------------------------------------------------------------------------------------------
-# A running job wastes its GPUs when its saturation score is under WASTE_SCORE_BELOW (0-100) or at least
-# WASTE_IDLE_SHARE of its GPUs are idle (apps/saturation/waste.py).
+# A running job wastes its GPUs when its steady saturation score is under WASTE_SCORE_BELOW (0-100) or at least
+# WASTE_IDLE_SHARE of its GPU-hours are lost (idle GPUs, stalls, straggler waits, failed nodes:
+# apps/saturation/waste.py). No verdict while it warms up: until the scoring sees its GPUs' median busy share pass
+# 0.5, or for at most SATURATION_WARMUP_MAX_SECONDS from its start (then GPUs that never got busy are idle).
 WASTE_SCORE_BELOW = env.float("WASTE_SCORE_BELOW", default=30.0)
 WASTE_IDLE_SHARE = env.float("WASTE_IDLE_SHARE", default=0.25)
+SATURATION_WARMUP_MAX_SECONDS = env.float("SATURATION_WARMUP_MAX_SECONDS", default=1800.0)
 # Beat rebuilds the staff triage inbox from its sources this often (seconds).
 TRIAGE_SYNC_SECONDS = env.int("TRIAGE_SYNC_SECONDS", default=120)
 CELERY_BEAT_SCHEDULE["triage.sync_inbox"] = {"task": "triage.sync_inbox", "schedule": float(TRIAGE_SYNC_SECONDS)}

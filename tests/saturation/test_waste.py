@@ -1,42 +1,132 @@
-"""GPU-hours lost (apps/saturation/waste.py): idle GPUs whole, busy ones by 1 − S, unknown ones never guessed."""
-import math
-
+"""GPU-hours lost and headroom (apps/saturation/waste.py, issue 35): only what is measurably lost counts — idle
+GPUs, busy GPUs' time without work, the wait for stragglers, GPUs on failed nodes — over the steady state; the
+distance to a reference is headroom; a job warming up has no loss and no verdict. Every case is computed by hand."""
 import pytest
 
-from apps.saturation.waste import gpu_hours_lost, is_wasteful
+from apps.saturation.waste import (LOSS_WORDS, gpu_hours_lost, is_wasteful, reference_score, steady_seconds,
+                                   straggler_drag, warming_up)
 
 
-def test_idle_gpus_count_whole_and_busy_ones_by_their_distance_from_saturation():
-    rows = [{"busy": 0.0, "score": 0.0}, {"busy": 0.9, "score": 75.0}, {"busy": 0.9, "score": 25.0},
-            {"busy": 0.02, "score": 40.0}]  # the last is idle although it has a score: whole
-    waste = gpu_hours_lost(2.0, 4, score=None, per_gpu=rows)
-    assert waste.gpu_hours == 8.0
-    assert waste.idle_gpu_hours == pytest.approx(4.0)
-    assert waste.lost == pytest.approx(4.0 + 2 * 0.25 + 2 * 0.75)
-    assert waste.unknown_gpus == 0 and waste.share == pytest.approx(6.0 / 8.0)
+def _healthy(n, busy=1.0, score=64.0, host="nid{:04d}"):
+    return [{"host": host.format(i // 4), "gpu": i % 4, "busy": busy, "score": score} for i in range(n)]
 
 
-def test_gpus_without_a_score_lose_nothing_known_and_are_counted():
-    rows = [{"busy": 0.8, "score": None}, {"busy": 0.8, "score": 50.0}]
-    waste = gpu_hours_lost(1.0, 4, score=None, per_gpu=rows)  # two GPUs never reported
+def test_a_healthy_big_job_loses_nothing_whatever_its_score():
+    # 512 GPUs fully busy at S 64 for 2 h: under the old rule 512 × 2 × 0.36 = 368.6 GPU-h "lost"; none is.
+    waste = gpu_hours_lost(2.0, 512, score=64.0, per_gpu=_healthy(512))
+    assert waste.gpu_hours == 1024.0
+    assert waste.lost == 0.0 and waste.idle_gpu_hours == 0.0 and waste.unknown_gpus == 0
+    assert waste.share == 0.0
+    assert not is_wasteful(score=64.0, gpus=512, lost_share=waste.share)
+
+
+def test_its_distance_to_the_reference_is_headroom_not_loss():
+    # reference 70, busy 1.0, S 64: each GPU-hour has 0.06 of headroom; 512 GPUs × 2 h × 0.06 = 61.44.
+    waste = gpu_hours_lost(2.0, 512, per_gpu=_healthy(512), reference=70.0)
+    assert waste.lost == 0.0
+    assert waste.headroom == pytest.approx(61.44)
+    # above the reference: no headroom, never negative
+    assert gpu_hours_lost(1.0, 4, per_gpu=_healthy(4, score=80.0), reference=70.0).headroom == 0.0
+    # no reference: headroom unknown
+    assert gpu_hours_lost(1.0, 4, per_gpu=_healthy(4)).headroom is None
+
+
+def test_idle_gpus_lose_their_hours_and_rank_above_a_healthy_big_job():
+    # data prep: 64 GPUs, 48 idle (busy 0.01), 16 busy 0.9 at S 20, one hour.
+    rows = _healthy(16, busy=0.9, score=20.0) + _healthy(48, busy=0.01, score=0.5, host="idle{:04d}")
+    prep = gpu_hours_lost(1.0, 64, per_gpu=rows)
+    assert prep.idle_gpu_hours == pytest.approx(48.0)
+    assert prep.stalled_gpu_hours == pytest.approx(16 * 0.1)  # the busy ones did nothing 10 % of the time
+    assert prep.lost == pytest.approx(49.6)
+    assert prep.lost > gpu_hours_lost(1.0, 512, per_gpu=_healthy(512)).lost
+    assert is_wasteful(score=20.0, gpus=64, lost_share=prep.share)
+
+
+def test_stalls_are_the_busy_gpus_time_without_work():
+    # 8 GPUs busy 0.95 (a 3-minute checkpoint per hour) for 3 h: 8 × 3 × 0.05 = 1.2 GPU-h.
+    waste = gpu_hours_lost(3.0, 8, per_gpu=_healthy(8, busy=0.95))
+    assert waste.lost == pytest.approx(1.2) and waste.stalled_gpu_hours == pytest.approx(1.2)
+
+
+def test_the_other_gpus_wait_for_a_straggler():
+    # 16 GPUs busy; one GPU 20 % slower than its peers for 30 of the 60 steady minutes: the 15 others wait
+    # 0.2 × 30 min = 6 min per hour, i.e. 0.1 of the time: 15 × 2 h × 0.1 = 3.0 GPU-h over 2 h.
+    finding = {"level": "gpu", "host": "nid0000", "gpu": 2, "signal": "sm_clock", "deviation": -0.2, "duration_s": 1800.0,
+               "start": "2026-01-01T00:10:00+00:00", "end": "2026-01-01T00:40:00+00:00"}
+    assert straggler_drag([finding], 3600.0) == pytest.approx(0.1)
+    waste = gpu_hours_lost(2.0, 16, per_gpu=_healthy(16), stragglers=[finding], steady_s=3600.0)
+    assert waste.straggler_gpu_hours == pytest.approx(3.0) and waste.lost == pytest.approx(3.0)
+    # a node finding over the same minutes at 30 %, and the GPU finding inside it: counted once, at the larger share
+    node = {**finding, "level": "node", "gpu": None, "deviation": -0.3, "signal": "saturation"}
+    assert straggler_drag([finding, node], 3600.0) == pytest.approx(0.15)
+    # its four GPUs lag, the 12 others wait: 12 × 2 × 0.15 = 3.6
+    assert gpu_hours_lost(2.0, 16, per_gpu=_healthy(16), stragglers=[finding, node], steady_s=3600.0).straggler_gpu_hours \
+        == pytest.approx(3.6)
+    # a hot GPU (temperature) or a NIC outlier slows nobody; a switch finding sums the node findings: not twice
+    others = [{**finding, "signal": "temperature"}, {**finding, "level": "nic"}, {**node, "level": "switch"}]
+    assert straggler_drag(others, 3600.0) == 0.0
+
+
+def test_gpus_on_failed_nodes_lose_their_hours():
+    rows = _healthy(8)  # nid0000 and nid0001, four GPUs each
+    waste = gpu_hours_lost(1.5, 8, per_gpu=rows, failed_hosts=["nid0001"])
+    assert waste.failed_node_gpu_hours == pytest.approx(6.0) and waste.lost == pytest.approx(6.0)
+
+
+def test_gpus_without_a_busy_share_lose_nothing_known_and_are_counted():
+    rows = [{"busy": None, "score": None}, {"busy": 0.5, "score": 30.0}]
+    waste = gpu_hours_lost(1.0, 4, per_gpu=rows)  # two GPUs never reported
     assert waste.lost == pytest.approx(0.5) and waste.unknown_gpus == 3 and waste.share is None
-
-
-def test_without_rows_the_job_score_is_spread_over_the_busy_gpus():
-    # 8 GPUs, 2 idle (S about 0), job score 45: the 6 busy ones average 60.
+    # without rows only the idle GPUs are known
     waste = gpu_hours_lost(10.0, 8, score=45.0, idle_gpus=2)
-    assert waste.idle_gpu_hours == pytest.approx(20.0)
-    assert waste.lost == pytest.approx(20.0 + 6 * 10.0 * 0.4)
-    assert gpu_hours_lost(10.0, 8, score=None, idle_gpus=2).lost == pytest.approx(20.0)
-    assert gpu_hours_lost(10.0, 8, score=float("nan"), idle_gpus=0).unknown_gpus == 8
-    assert gpu_hours_lost(0, 8, score=10.0).lost == 0.0
-    assert math.isclose(gpu_hours_lost(3.0, 4, score=100.0).lost, 0.0)
+    assert waste.lost == pytest.approx(20.0) and waste.unknown_gpus == 6
 
 
-def test_wasteful_means_a_low_score_or_many_idle_gpus():
+def test_warm_up_is_excluded():
+    # 3.5 minutes into a Megatron run (steady score 67 later): the scoring has not seen the steady state start.
+    assert warming_up(steady_found=False, observed_s=210.0)
+    assert not warming_up(steady_found=True, observed_s=210.0)
+    # a job whose GPUs never get busy is idle after the longest warm-up, not warming up for ever
+    assert not warming_up(steady_found=False, observed_s=1800.0, max_warmup_s=1800.0)
+    assert not warming_up(steady_found=None, observed_s=10.0)  # scored before the flag was kept
+    rows = _healthy(8, busy=0.3, score=13.0)
+    waste = gpu_hours_lost(0.06, 8, score=13.0, per_gpu=rows, warming_up=True)
+    assert waste.warming_up and waste.lost == 0.0 and waste.headroom is None
+    assert not is_wasteful(score=13.0, gpus=8, lost_share=0.0, warming_up=True)
+    assert is_wasteful(score=13.0, gpus=8, lost_share=0.0)  # the same score in the steady state is a verdict
+
+
+def test_the_reference_is_a_typical_good_job_of_the_model():
+    assert reference_score([60.0, 70.0]) is None  # too few jobs
+    # 90th percentile of 40, 50, 60, 70, 80: position 3.6 → 70 + 0.6 × 10 = 76
+    assert reference_score([80.0, 40.0, None, 60.0, 50.0, 70.0]) == pytest.approx(76.0)
+
+
+def test_steady_seconds_and_the_words():
+    from datetime import datetime, timedelta, timezone
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert steady_seconds(start, start + timedelta(minutes=30)) == 1800.0
+    assert steady_seconds(None, start) is None
+    assert "idle GPUs" in LOSS_WORDS and "warm-up" in LOSS_WORDS
+
+
+def test_wasteful_means_much_lost_or_a_low_steady_score():
     assert is_wasteful(score=12.0, gpus=4, idle_gpus=0)
     assert is_wasteful(score=80.0, gpus=8, idle_gpus=2)
+    assert is_wasteful(score=80.0, gpus=8, lost_share=0.3)
+    assert not is_wasteful(score=80.0, gpus=8, lost_share=0.1)
     assert not is_wasteful(score=80.0, gpus=8, idle_gpus=1)
     assert not is_wasteful(score=None, gpus=8, idle_gpus=0)
-    assert not is_wasteful(score=55.0, gpus=0, idle_gpus=0, score_below=50.0)
     assert not is_wasteful(score=5.0, gpus=0, idle_gpus=0)  # no GPUs: nothing to waste
+
+
+def test_the_scoring_says_whether_the_steady_state_started():
+    import numpy as np
+
+    from apps.saturation.scoring import steady_reached, steady_state
+    warm = np.full((4, 20), 0.45)  # a Megatron warm-up: GPUs 45 % busy, never past a median of 0.5
+    assert not steady_reached(warm, steady_state(warm))
+    ramp = warm.copy()
+    ramp[:, 12:] = 0.99  # training started at the 13th sample
+    window = steady_state(ramp)
+    assert window.start == 12 and steady_reached(ramp, window)
