@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.core.bulk import insert_rows, sync_rows
+from apps.core.live import mark_jobs_dirty
 
 from .choices import ClusterSyncModeChoices, JobStateChoices
 from .models import ACTIVE_STATES, Cluster, Job, JobStep, JobToken, node_search_text
@@ -74,15 +75,19 @@ def jobs_upsert(cluster: Cluster, records: list[SlurmJob], source: str) -> Upser
     for record in records:
         by_id[record.job_id] = record  # the last record of a job id wins within one document
     existing = {job.job_id: job for job in Job.objects.filter(cluster=cluster, job_id__in=list(by_id))}
-    to_create, to_update = [], []
+    to_create, to_update, ended = [], [], []
     for job_id, record in by_id.items():
         values = _job_values(record)
         job = existing.get(job_id)
         if job is None:
             to_create.append(Job(cluster=cluster, job_id=job_id, source=source, **values))
-        elif _merge(job, values):
+            continue
+        was_running = not _has_ended(job)
+        if _merge(job, values):
             job.source = source
             to_update.append(job)
+            if was_running and _has_ended(job):
+                ended.append(job.pk)
         else:
             report.unchanged += 1
     insert_rows(Job, to_create)  # one prepared statement: a sync after an outage brings tens of thousands
@@ -94,7 +99,22 @@ def jobs_upsert(cluster: Cluster, records: list[SlurmJob], source: str) -> Upser
     report.created, report.updated = len(to_create), len(to_update)
     _upsert_steps(cluster, [record for record in by_id.values() if record.steps])
     _close_tokens(cluster, [record.job_id for record in by_id.values() if record.end_time])
+    score_ended_jobs(ended)
     return report
+
+
+def _has_ended(job: Job) -> bool:
+    """The job ran and is over: it has a start, an end and a final state."""
+    return bool(job.start_time and job.end_time and not job.is_active)
+
+
+def score_ended_jobs(job_pks: list[int]) -> list[int]:
+    """A job's end brings its products (telemetry cube, saturation score: whatever ``apps.core.refresh``
+    registers) up to date at once, through the live refresh (a debounced ``core.refresh_job`` queued when the
+    transaction commits) instead of waiting for the beat's next sweep: until then its page would show the
+    score of its last running minutes, or none. Only jobs seen running before their end: a sync that brings
+    finished jobs the portal never saw running leaves them to the sweep (a first sync holds thousands)."""
+    return mark_jobs_dirty(job_pks, reason="the job ended")
 
 
 def _upsert_steps(cluster: Cluster, records: list[SlurmJob]) -> None:
@@ -286,9 +306,12 @@ def job_event_apply(event: JobEvent) -> Job:
         values.update(state=JobStateChoices.RUNNING, start_time=event.time, tasks=event.tasks)
     elif event.event == "end":
         values.update(state=normalise_state(event.state or JobStateChoices.ENDED), end_time=event.time, exit_code=event.exit_code)
+    was_running = not _has_ended(job)
     _merge(job, values)
     job.source = job.source or "event"
     job.save()
+    if event.event == "end" and was_running and _has_ended(job):
+        score_ended_jobs([job.pk])
     if event.event in {"step_start", "step_end"}:
         step, _ = JobStep.objects.get_or_create(job=job, step_id=event.step_id)
         if event.event == "step_start":

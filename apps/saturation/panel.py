@@ -11,6 +11,7 @@ to enable the profiling fields; its heatmap and bands show busy, clock and power
 """
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from django.utils import timezone
 
 from apps.core.numbers import clock, count, duration_words, z_words
 from apps.core.panels import Fact, Finding, PanelSummary
+from apps.jobs.products import NOT_STARTED
 from apps.topology.links import job_focus_url
 
 from .figures import bands, utilisation_vs_saturation
@@ -132,17 +134,32 @@ def why_no_score(job, record: JobSaturation | None) -> str:
         if job.is_active:
             return ("Not scored yet: running jobs are scored every "
                     f"{duration_words(getattr(settings, 'SATURATION_REFRESH_SECONDS', 600))} once telemetry arrives.")
+        if job.end_time and timezone.now() - job.end_time < timedelta(hours=float(settings.TELEMETRY_RECENT_HOURS)):
+            return _not_scored_yet(job)  # its end queued a scoring, and the sweep scores recent jobs
         return ("Not scored: no scoring ran for this job — usually because no GPU telemetry reached the portal for its "
                 "nodes and run time (see the data line above).")
     if record.status == Status.STATUS_EMPTY:
         return "Not scored: no GPU telemetry for this job's nodes and run time."
     if record.status == Status.STATUS_FAILED:
         return f"Scoring failed: {record.message or 'no reason recorded'}."
-    if record.status == Status.STATUS_WAITING:
-        return f"Waiting: {record.message or 'the job has not started on any node yet'}."
     if record.scoring_since:
         return f"Scoring since {clock(record.scoring_since)}: {record.message or 'reading the telemetry store'}."
+    if record.status == Status.STATUS_WAITING:
+        if record.message and record.message != NOT_STARTED:  # a reason of its own (a store that was down...)
+            return f"Waiting: {record.message}."
+        # The job started: a "not started" left from before its start, or a row made by a scoring queued
+        # just now, is not a reason (job 1200412 said "has not started" beside complete telemetry).
+        return _not_scored_yet(job)
     return record.get_status_display()
+
+
+def _not_scored_yet(job) -> str:
+    if job.end_time and not job.is_active:
+        return (f"Not scored yet: the job ended at {clock(job.end_time, job.start_time)} "
+                f"({duration_words(timezone.now() - job.end_time)} ago); its end queued its scoring, which takes a "
+                "few minutes once the telemetry is read.")
+    return ("Not scored yet: running jobs are scored every "
+            f"{duration_words(getattr(settings, 'SATURATION_REFRESH_SECONDS', 600))} once telemetry arrives.")
 
 
 def context(job, request) -> dict:
