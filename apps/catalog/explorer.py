@@ -14,8 +14,9 @@ from functools import lru_cache
 
 import dash
 import flask
-import hostlist
 from dash import Input, Output, State, dcc, html
+
+from apps.core import hostlists
 
 PREFIX = "/catalog/explorer/app/"
 GROUP_BY = ("host", "gpu", "field")
@@ -167,8 +168,8 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
     if user.is_staff and not job_key:
         if hosts_text.strip():
             try:
-                hosts = tuple(hostlist.expand_hostlist(hosts_text.replace(" ", "")))
-            except hostlist.BadHostlist as exc:
+                hosts = tuple(dict.fromkeys(hostlists.expand(hosts_text)))  # Slurm's grammar, each node once
+            except hostlists.HostlistError as exc:
                 return empty_figure(f"Nodes: {exc} (e.g. nid[000001-000004])"), f"Nodes: {exc} (e.g. nid[000001-000004])"
             if len(hosts) > MAX_HOSTS:
                 return empty_figure(f"At most {MAX_HOSTS} nodes at a time."), f"At most {MAX_HOSTS} nodes at a time."

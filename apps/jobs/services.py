@@ -248,6 +248,10 @@ def cluster_sync(cluster: Cluster, *, run=run_slurm_command, since_hours: int | 
             continue
         report = jobs_upsert(cluster, result.jobs, source=name)
         counts[name] = {**report.as_dict(), "jobs": len(result.jobs)}
+        if result.format:  # which Slurm and data_parser wrote the document: "data_parser v0.0.41, Slurm 24.05.1"
+            counts[name]["format"] = result.format
+        for warning in result.warnings:
+            messages.append(f"{name}: {warning}")
         for problem in result.problems[:20]:
             messages.append(f"{name}: {problem}")
         if result.problems:

@@ -2,24 +2,44 @@
 
 Pure: must not import django.
 
-Slurm's JSON changes shape between plugin versions: 0.0.38 (Slurm 22.05) gives plain numbers,
-strings and epoch seconds; 0.0.40 and later wrap numbers as ``{"set", "infinite", "number"}`` and
-states as lists. The readers here accept both. One bad job never stops the others: each job is
-normalised on its own, and the problems are returned beside the jobs that parsed.
+Slurm's JSON changes shape between plugin versions (``meta.plugin.data_parser`` says which one wrote a
+document; SchedMD's OpenAPI specs in ``testsuite/python/data/openapi_specs/`` and the parsers in
+``src/plugins/data_parser/`` describe each):
+
+- 0.0.36 to 0.0.38 (Slurm 20.11 to 22.05): plain numbers, strings and epoch seconds; exit codes as
+  raw wait statuses (squeue) or ``{"status": "SUCCESS", "return_code": 0}`` (sacct).
+- v0.0.39 (23.02): numbers wrapped as ``{"set", "infinite", "number"}``; squeue's ``exit_code`` is a
+  wrapped wait status (768 = exit 3, 9 = signal 9); sacct's is ``{"status", "return_code", "signal":
+  {"signal_id", "name"}}`` where every normal exit reads "SUCCESS" 0; step ids are objects
+  ``{"job_id", "step_id", "step_het_component"}``.
+- v0.0.40 to v0.0.45 (23.11 to 26.x): states as lists, exit codes ``{"status": [...], "return_code":
+  {...}, "signal": {"id": {...}, "name"}}``, step ids as strings ``"1234.batch"``.
+- ``+complex`` (``--json=v0.0.41+complex``): wrapped numbers become plain numbers, ``"Infinity"`` or
+  null, and infinite 64-bit numbers a bare ``Infinity``.
+
+The readers accept them all. A document from a data_parser not listed in KNOWN_DATA_PARSERS is read
+as far as its shapes allow, with one warning naming its version. One bad job never stops the others:
+each job is normalised on its own, and the problems are returned beside the jobs that parsed.
 """
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-import hostlist
-
+from apps.core.hostlists import HostlistError, expand
 from apps.core.perf import gc_paused
 
 JOB_STATES_ACTIVE = {"PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT"}
 JOB_STATES_FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "REVOKED", "ENDED"}
 GPU_TRES = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
 MAX_TEXT = 10_000
+KNOWN_DATA_PARSERS = ("v0.0.36", "v0.0.37", "v0.0.38", "v0.0.39", "v0.0.40", "v0.0.41", "v0.0.42", "v0.0.43", "v0.0.44",
+                      "v0.0.45")
+DATA_PARSER = re.compile(r"(?:^|[/\s]|\bdb)(v\d+\.\d+\.\d+)((?:\+[\w-]+)*)")
+# Slurm's sentinels for "no value" and "infinite" where a plain 32/64-bit number carries them.
+NO_VALUES = {0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF}
+NOT_A_NUMBER = {"infinity", "+infinity", "-infinity", "inf", "+inf", "-inf", "nan"}
 
 
 @dataclass(frozen=True)
@@ -87,6 +107,16 @@ class ParseResult:
     problems: list[ParseProblem]
     slurm_version: str = ""
     plugin: str = ""
+    data_parser: str = ""  # the version that wrote the document: "v0.0.41"; "" when the document does not say
+    data_parser_flags: str = ""  # "+complex" and the like, as Slurm names them
+    warnings: list[str] = field(default_factory=list)  # about the whole document (an unknown version)
+
+    @property
+    def format(self) -> str:
+        """Where the import reports what it read: "data_parser v0.0.41+complex, Slurm 24.05.1"."""
+        parts = [f"data_parser {self.data_parser}{self.data_parser_flags}" if self.data_parser else "",
+                 f"Slurm {self.slurm_version}" if self.slurm_version else ""]
+        return ", ".join(part for part in parts if part)
 
 
 class SlurmJsonError(ValueError):
@@ -97,7 +127,8 @@ class SlurmJsonError(ValueError):
 # Value helpers: every accessor tolerates the shapes of 0.0.38 and later.
 # ---------------------------------------------------------------------------------------------
 def number(value) -> int | None:
-    """An integer from 5, "5", {"set": true, "number": 5}; None for unset/infinite/missing."""
+    """An integer from 5, "5", {"set": true, "number": 5}; None for unset/infinite/missing, and for
+    ``+complex`` output's "Infinity", null and bare Infinity/NaN."""
     if isinstance(value, dict):
         if not value.get("set", True) or value.get("infinite"):
             return None
@@ -105,18 +136,27 @@ def number(value) -> int | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, float):
-        return int(value)
+        return None if math.isinf(value) or math.isnan(value) else int(value)
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
+    if isinstance(value, str):
+        if value.strip().lstrip("-").isdigit():
+            return int(value)
+        if value.strip().lower() in NOT_A_NUMBER:
+            return None
     raise ValueError(f"expected a number, got {json.dumps(value)[:60]}")
+
+
+def minutes(value) -> int | None:
+    """A time limit: None for unlimited, whether written {"infinite": true}, "Infinity" or 4294967295."""
+    value = number(value)
+    return None if value is None or value in NO_VALUES else value
 
 
 def timestamp(value) -> datetime | None:
     seconds = number(value)
-    if not seconds or seconds < 0:
-        return None  # Slurm uses 0 for "not yet"
+    if not seconds or seconds < 0 or seconds >= 0xFFFFFFFE:
+        return None  # Slurm uses 0 for "not yet", and its no-value/infinite sentinels for "never"
     return datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
@@ -147,12 +187,13 @@ def state_of(value) -> str:
 
 
 def expand_nodes(expression: str) -> tuple[str, ...]:
+    """The hosts of a Slurm hostlist, in Slurm's order with its duplicates (apps.core.hostlists)."""
     expression = (expression or "").strip()
     if not expression or expression in {"None assigned", "(null)"}:
         return ()
     try:
-        return tuple(hostlist.expand_hostlist(expression))
-    except hostlist.BadHostlist as exc:
+        return tuple(expand(expression))
+    except HostlistError as exc:
         raise ValueError(f"node list {expression[:80]!r} is not a hostlist expression ({exc})") from None
 
 
@@ -165,20 +206,48 @@ def gpus_from_tres(*tres_strings) -> int | None:
     return None
 
 
+def wait_status(code: int | None) -> tuple[int | None, int | None]:
+    """(return code, signal) from a raw wait status, as Slurm's own PROCESS_EXIT_CODE reads it:
+    exited → (WEXITSTATUS, None); killed by a signal → (None, WTERMSIG); anything else → (None, None)."""
+    if code is None or code in NO_VALUES or code < 0:
+        return None, None
+    if code & 0x7F == 0:
+        return (code >> 8) & 0xFF, None
+    if code & 0x7F != 0x7F:
+        return None, code & 0x7F
+    return None, None  # stopped/continued: not an end
+
+
 def exit_code_of(value) -> tuple[int | None, int | None]:
-    """(return code, signal) from squeue's int/“{return_code, signal}” or sacct's objects."""
+    """(return code, signal) from every shape Slurm writes an exit code in:
+
+    - a raw wait status: squeue 0.0.38 (768), v0.0.39 ({"set": true, "number": 768});
+    - v0.0.39's JOB_EXIT_CODE: {"status": "SIGNALED", "return_code": -127, "signal": {"signal_id": 9}};
+    - v0.0.40+'s PROCESS_EXIT_CODE: {"status": ["ERROR"], "return_code": {"number": 3}, "signal": {"id": ...}},
+      or with ``+complex`` plain numbers and nulls."""
     if value is None:
         return None, None
-    if isinstance(value, dict):
-        return_code = number(value.get("return_code"))
+    if isinstance(value, dict) and ("status" in value or "return_code" in value or "signal" in value):
+        status = value.get("status")
+        statuses = {str(item).upper() for item in (status if isinstance(status, list) else [status]) if item}
         signal = value.get("signal")
-        signal = number(signal.get("id") if isinstance(signal, dict) else signal)
-        return return_code, signal
-    code = number(value)
-    if code is None:
-        return None, None
-    # squeue 0.0.38 reports the raw wait status: high byte = exit code, low byte = signal.
-    return code >> 8, (code & 0x7F) or None
+        if isinstance(signal, dict):
+            signal = signal.get("id", signal.get("signal_id"))
+        signal = number(signal) or None
+        if statuses & {"PENDING", "INVALID"} and not statuses & {"SUCCESS", "ERROR", "SIGNALED"}:
+            return None, None
+        if statuses & {"SIGNALED", "CORE_DUMPED"}:
+            return None, signal  # v0.0.39 writes -127 as the return code of a signalled process
+        return_code = number(value.get("return_code"))
+        return (None if return_code is not None and return_code < 0 else return_code), signal
+    # A raw wait status, plain or wrapped: high byte = exit code, low 7 bits = signal.
+    return wait_status(number(value))
+
+
+def _unreliable_success(value) -> bool:
+    """0.0.38 and v0.0.39 sacct write every normal exit as {"status": "SUCCESS", "return_code": 0}, exit 3
+    included (WIFEXITED alone decides); v0.0.40 on says "ERROR" with the code. Only the old form is doubtful."""
+    return isinstance(value, dict) and isinstance(value.get("status"), str) and value["status"].upper() == "SUCCESS"
 
 
 def environment_of(command: str, comment: str) -> str:
@@ -203,13 +272,31 @@ def _document(raw: str | bytes) -> dict:
     return document
 
 
-def _meta(document: dict) -> tuple[str, str]:
-    meta = document.get("meta") or {}
-    version = (meta.get("Slurm") or meta.get("slurm") or {}).get("version") or {}
-    plugin = (meta.get("plugin") or {}).get("name") or (meta.get("plugins") or {}).get("data_parser") or ""
+def _meta(document: dict) -> tuple[str, str, str, str]:
+    """(Slurm version, plugin, data_parser version, its flags) from the document's ``meta``.
+
+    The data_parser is in ``meta.plugin.data_parser`` from v0.0.40 on ("data_parser/v0.0.41",
+    "data_parser/v0.0.41+complex") and in slurmrestd's v0.0.39 ("v0.0.39"), in ``meta.plugins.data_parser``
+    for 23.02's commands, and only in the plugin type before ("openapi/v0.0.38", "openapi/dbv0.0.38")."""
+    meta = document.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
+    slurm = meta.get("Slurm") or meta.get("slurm")
+    slurm = slurm if isinstance(slurm, dict) else {}
+    version = slurm.get("version") or ""
     if isinstance(version, dict):
         version = ".".join(str(version.get(part, "")) for part in ("major", "minor", "micro") if part in version)
-    return str(version), str(plugin)
+    version = str(version or slurm.get("release") or "")[:40]
+    plugin_meta = meta.get("plugin") if isinstance(meta.get("plugin"), dict) else {}
+    plugins_meta = meta.get("plugins") if isinstance(meta.get("plugins"), dict) else {}
+    written = plugin_meta.get("data_parser") or plugins_meta.get("data_parser") or ""
+    plugin = plugin_meta.get("name") or plugin_meta.get("type") or written or ""
+    data_parser = flags = ""
+    for candidate in (written, plugin_meta.get("type"), plugin_meta.get("name")):
+        match = DATA_PARSER.search(candidate) if isinstance(candidate, str) else None
+        if match:
+            data_parser, flags = match.group(1), match.group(2)
+            break
+    return version, text(plugin, 200), data_parser, text(flags, 100)
 
 
 def _parse(raw, cluster: str, reader) -> ParseResult:
@@ -219,8 +306,12 @@ def _parse(raw, cluster: str, reader) -> ParseResult:
 
 def _parse_document(raw, cluster: str, reader) -> ParseResult:
     document = _document(raw)
-    version, plugin = _meta(document)
-    result = ParseResult([], [], version, plugin)
+    version, plugin, data_parser, flags = _meta(document)
+    result = ParseResult([], [], text(version), plugin, data_parser, flags)
+    if data_parser and data_parser not in KNOWN_DATA_PARSERS:
+        result.warnings.append(
+            f"data_parser {data_parser} is not one Belvedere knows ({KNOWN_DATA_PARSERS[0]} to {KNOWN_DATA_PARSERS[-1]}): "
+            f"its jobs were read as far as their shapes allow")
     for message in document.get("errors") or []:
         if message:
             result.problems.append(ParseProblem(None, None, f"Slurm reported: {text(message.get('error') if isinstance(message, dict) else message)}"))
@@ -289,7 +380,7 @@ def _squeue_job(entry: dict, cluster: str) -> SlurmJob:
         submit_time=timestamp(entry.get("submit_time")),
         start_time=timestamp(entry.get("start_time")),
         end_time=None if active else timestamp(entry.get("end_time")),
-        time_limit_minutes=number(entry.get("time_limit")),
+        time_limit_minutes=minutes(entry.get("time_limit")),
         **_placed(nodes, entry.get("node_count")),
         tasks=number(entry.get("tasks")),
         gpus=gpus_from_tres(entry.get("tres_alloc_str"), entry.get("tres_req_str"), entry.get("tres_per_job"), entry.get("tres_per_node")),
@@ -300,14 +391,28 @@ def _squeue_job(entry: dict, cluster: str) -> SlurmJob:
     )
 
 
+def step_id_of(value) -> str:
+    """"batch", "0", "0+1" from every shape of a step id: 0.0.38's "batch", v0.0.39's
+    {"job_id": 12, "step_id": "batch", "step_het_component": 1}, v0.0.40+'s "12.batch" or "12_3.0+1"."""
+    if isinstance(value, dict):
+        step_id = value.get("step_id")
+        component = number(value.get("step_het_component"))
+        step_id = "" if step_id is None else str(step_id)
+        return f"{step_id}+{component}" if step_id and component is not None and component not in NO_VALUES else step_id
+    if value is None:
+        return ""
+    value = str(value)
+    return value.split(".", 1)[1] if "." in value else value
+
+
 def _sacct_step(entry: dict) -> SlurmStep:
     step = entry.get("step") or {}
-    step_id = step.get("id") if not isinstance(step.get("id"), dict) else step["id"].get("step_id", "")
+    step_id = step_id_of(step.get("id"))
     nodes = entry.get("nodes") or {}
     time = entry.get("time") or {}
     return_code, _ = exit_code_of(entry.get("exit_code"))
     return SlurmStep(
-        step_id=text(step_id if step_id is not None else "", 40),
+        step_id=text(step_id, 40),
         name=text(step.get("name")),
         nodes=text(nodes.get("range") if isinstance(nodes, dict) else nodes, MAX_TEXT),
         tasks=number((entry.get("tasks") or {}).get("count")) if isinstance(entry.get("tasks"), dict) else None,
@@ -326,16 +431,15 @@ def _sacct_job(entry: dict, cluster: str) -> SlurmJob:
     nodes = text(entry.get("nodes"), MAX_TEXT)
     state = state_of(entry.get("state"))
     return_code, signal = exit_code_of(entry.get("exit_code"))
-    if return_code == 0 and state not in {"COMPLETED", *JOB_STATES_ACTIVE}:
-        # sacct --json of Slurm 22.05.8 reports {"status": "SUCCESS", "return_code": 0} even for
-        # a job that exited 3 (see tests/jobs/data/README.md): a zero beside a failed state is
+    if return_code == 0 and state not in {"COMPLETED", *JOB_STATES_ACTIVE} and _unreliable_success(entry.get("exit_code")):
+        # sacct --json of Slurm 22.05.8 and v0.0.39 report {"status": "SUCCESS", "return_code": 0} even
+        # for a job that exited 3 (see tests/jobs/data/README.md): a zero beside a failed state is
         # not evidence, so leave the code unknown and keep what squeue or the epilog said.
         return_code = None
     tres = entry.get("tres") or {}
     allocated = ",".join(f"{item.get('type')}/{item.get('name')}={item.get('count')}" if item.get("name") else f"{item.get('type')}={item.get('count')}"
                          for item in (tres.get("allocated") or []) if isinstance(item, dict))
     command = text(entry.get("submit_line") or entry.get("command"), MAX_TEXT)
-    limit = time.get("limit")
     state_detail = entry.get("state")
     return SlurmJob(
         cluster=text(entry.get("cluster")) or cluster,
@@ -346,7 +450,7 @@ def _sacct_job(entry: dict, cluster: str) -> SlurmJob:
         submit_time=timestamp(time.get("submission")),
         start_time=timestamp(time.get("start")),
         end_time=timestamp(time.get("end")),
-        time_limit_minutes=number(limit) if not isinstance(limit, dict) or limit.get("set", True) else None,
+        time_limit_minutes=minutes(time.get("limit")),
         **_placed(nodes, entry.get("allocation_nodes")),
         tasks=None,
         gpus=gpus_from_tres(allocated),

@@ -2,12 +2,12 @@
 import json
 import re
 
-import hostlist
 from django.http import Http404
 from django.urls import reverse
 from django.views.generic import TemplateView
 from rest_framework import serializers
 
+from apps.core import hostlists
 from apps.core.api.params import JobRefField
 from apps.core.link_colourings import link_colouring, link_colourings
 from apps.core.node_colourings import node_colouring, node_colourings
@@ -27,9 +27,9 @@ def parse_node_set(text: str) -> tuple[list[str], str | None]:
     if not text:
         return [], None
     try:
-        # hostlist handles commas itself (also inside brackets); whitespace separates like a comma.
-        names = hostlist.expand_hostlist(",".join(text.split()))
-    except hostlist.BadHostlist as exc:
+        # Slurm's grammar: commas, spaces, tabs and newlines separate; a node set keeps each name once.
+        names = list(dict.fromkeys(hostlists.expand(text)))
+    except hostlists.HostlistError as exc:
         return [], f"{text[:80]!r} is not a hostlist expression ({exc}); use e.g. nid[000001-000128]"
     if len(names) > MAX_OVERLAY_NODES:
         return [], f"at most {MAX_OVERLAY_NODES} nodes can be highlighted, got {len(names)}"

@@ -54,12 +54,12 @@ class NodeSetField(serializers.Field):
     }
 
     def to_internal_value(self, data):
-        import hostlist
+        from apps.core import hostlists
 
         if isinstance(data, str):
             try:
-                names = hostlist.expand_hostlist(data)
-            except hostlist.BadHostlist as exc:
+                names = list(dict.fromkeys(hostlists.expand(data)))  # Slurm's grammar; a set keeps each name once
+            except hostlists.HostlistError as exc:
                 self.fail("hostlist", expression=data[:200], reason=str(exc))
         elif isinstance(data, list) and all(isinstance(item, str) for item in data):
             names = [item.strip() for item in data]

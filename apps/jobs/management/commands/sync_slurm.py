@@ -20,7 +20,8 @@ class Command(BaseCommand):
         counts = cluster_sync(record, since_hours=since_hours)
         record.refresh_from_db()
         for source, numbers in counts.items():
-            self.stdout.write(f"  {source}: {numbers['jobs']} jobs read, {numbers['created']} created, "
+            written = f" ({numbers['format']})" if numbers.get("format") else ""
+            self.stdout.write(f"  {source}{written}: {numbers['jobs']} jobs read, {numbers['created']} created, "
                               f"{numbers['updated']} updated, {numbers['unchanged']} unchanged"
                               + (f", {numbers['problems']} could not be read" if numbers.get("problems") else ""))
         for line in record.last_sync_message.splitlines():
