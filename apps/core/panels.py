@@ -37,6 +37,7 @@ class Finding:
     action: str = ""  # one thing to do ("Drain the node and resubmit without it")
     link: str | None = None  # where the evidence is (an anchor on the page or another page)
     source: str = ""  # the panel key that found it
+    rank: int = 50  # lower first, before the level: how a finished job ended (rank 0) heads the list whatever its level
 
     def __post_init__(self):
         if self.level not in LEVELS:
@@ -109,7 +110,8 @@ def job_panels() -> list[JobPanel]:
 
 
 def first_screen(job, panels: list[JobPanel] | None = None) -> PanelSummary:
-    """Every panel's summary for ``job`` merged: findings most urgent first, in panel order within a level."""
+    """Every panel's summary for ``job`` merged: findings by rank (how the job ended first), then most urgent
+    first, in panel order within a level."""
     merged = PanelSummary()
     for panel in panels if panels is not None else job_panels():
         if panel.summary is None:
@@ -120,6 +122,6 @@ def first_screen(job, panels: list[JobPanel] | None = None) -> PanelSummary:
         merged.facts.extend(part.facts)
         merged.findings.extend(part.findings)
         merged.freshness.extend(part.freshness)
-    merged.findings.sort(key=lambda finding: LEVELS.index(finding.level))
+    merged.findings.sort(key=lambda finding: (finding.rank, LEVELS.index(finding.level)))
     merged.facts.sort(key=lambda fact: fact.rank)
     return merged

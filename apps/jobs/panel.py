@@ -2,9 +2,10 @@
 from django.urls import reverse
 
 from apps.core.numbers import clock, duration_words
-from apps.core.panels import Fact, JobPanel, PanelSummary, register_job_panel
+from apps.core.panels import Fact, Finding, JobPanel, PanelSummary, register_job_panel
 
 from .choices import JobStateChoices
+from .endings import Step, ending
 
 
 def timeline_context(job, request) -> dict:
@@ -22,7 +23,27 @@ def timeline_summary(job) -> PanelSummary | None:
         if job.time_limit_minutes:
             words += f" of {duration_words(job.time_limit_minutes * 60)} allowed"
     level = "ok" if job.state in (JobStateChoices.RUNNING, JobStateChoices.COMPLETED) else "warning"
-    return PanelSummary(facts=[Fact("State", job.get_state_display(), words, level, "fact-state", rank=0)])
+    part = PanelSummary()
+    end = job_ending(job)
+    if end is not None:  # how it ended comes first: the state tile and a finding at the top of the list
+        level = end.level
+        words = f"{', '.join(end.facts)}; {words}" if end.facts else words
+        part.findings.append(Finding(end.level, f"{end.title} Likely cause: {end.cause}", end.action, "#panel-timeline",
+                                     "timeline", rank=0))
+    part.facts.append(Fact("State", job.get_state_display(), words, level, "fact-state", rank=0))
+    return part
+
+
+def job_ending(job):
+    """How the job ended and the likely cause (apps/jobs/endings.py), from what Slurm recorded; None while it
+    runs or when it completed cleanly."""
+    if job.is_active or not job.end_time:
+        return None
+    elapsed = (job.end_time - job.start_time).total_seconds() if job.start_time else None
+    steps = [Step(step.step_id, step.name, step.state, step.exit_code) for step in job.steps.all()[:50]]
+    return ending(state=job.state, exit_code=job.exit_code, signal=job.signal, reason=job.state_reason,
+                  elapsed_s=elapsed, limit_minutes=job.time_limit_minutes, when=clock(job.end_time, job.start_time),
+                  nodes=job.node_count, steps=steps)
 
 
 def scripts_context(job, request) -> dict:
