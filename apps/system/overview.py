@@ -35,6 +35,9 @@ from typing import Iterable, Mapping
 from apps.core.numbers import finite
 from apps.saturation.waste import IDLE_BUSY, gpu_hours_lost
 
+# Vetting states whose node counts as failed: its GPUs' hours are lost (apps/saturation/waste.py)
+FAILED_NODE_STATES = ("drain_recommended", "drained", "in_repair")
+
 BIN_WIDTH = 10  # saturation points per histogram bin
 BIN_LABELS = [f"{low}-{low + BIN_WIDTH}" for low in range(0, 100, BIN_WIDTH)]
 UNSCORED = "unscored"
@@ -72,6 +75,10 @@ class JobRow:
     url: str = ""
     running: bool = True
     window_hours: dict[str, float] = field(default_factory=dict)  # histogram window name -> hours of overlap
+    straggler_findings: list[Mapping] = field(default_factory=list)  # the record's findings (the wait for them is lost)
+    steady_s: float | None = None  # seconds of steady state the record covers
+    warming_up: bool = False  # no steady state yet: no loss, no verdict (waste.warming_up)
+    reference: float | None = None  # the headroom reference of its GPU model (waste.reference_score)
 
 
 def overlap_hours(start, end, window_start, window_end) -> float:
@@ -155,21 +162,29 @@ def _switch_order(name: str):
     return tuple(int(p) if p.isdigit() else 10**9 for p in parts), name
 
 
-def job_lost_per_hour(job: JobRow):
-    """GPU-hours this job loses per hour of running (apps.saturation.waste's rule)."""
-    return gpu_hours_lost(1.0, job.gpus, score=job.score, idle_gpus=job.idle_gpus, per_gpu=job.per_gpu)
+def failed_hosts(job: JobRow, nodes: Mapping[str, NodeInfo] | None) -> list[str]:
+    """The job's nodes whose vetting state counts as failed (``FAILED_NODE_STATES``)."""
+    return [host for host in job.nodes if nodes and host in nodes and nodes[host].vetting in FAILED_NODE_STATES]
 
 
-def totals(jobs: Iterable[JobRow]) -> dict:
+def job_lost_per_hour(job: JobRow, nodes: Mapping[str, NodeInfo] | None = None):
+    """GPU-hours this job loses per hour of running, and its headroom (apps.saturation.waste's rule)."""
+    return gpu_hours_lost(1.0, job.gpus, score=job.score, idle_gpus=job.idle_gpus, per_gpu=job.per_gpu,
+                          stragglers=job.straggler_findings, steady_s=job.steady_s, failed_hosts=failed_hosts(job, nodes),
+                          reference=job.reference, warming_up=job.warming_up)
+
+
+def totals(jobs: Iterable[JobRow], nodes: Mapping[str, NodeInfo] | None = None) -> dict:
     """System totals over the running ``jobs``."""
     jobs = list(jobs)
     scored = [job for job in jobs if finite(job.score) is not None]
     scored_gpus = sum(job.gpus for job in scored)
-    lost = unknown = 0.0
+    lost = unknown = headroom = 0.0
     for job in jobs:
-        waste = job_lost_per_hour(job)
+        waste = job_lost_per_hour(job, nodes)
         lost += waste.lost
         unknown += waste.unknown_gpus
+        headroom += waste.headroom or 0.0
     return {
         "running_jobs": len(jobs),
         "scored_jobs": len(scored),
@@ -180,7 +195,9 @@ def totals(jobs: Iterable[JobRow]) -> dict:
         "scored_gpus": scored_gpus,
         "mean_s": round(sum(job.gpus * float(job.score) for job in scored) / scored_gpus, 1) if scored_gpus else None,
         "gpu_hours_lost_per_hour": round(lost, 2),
+        "headroom_gpu_hours_per_hour": round(headroom, 2),
         "gpus_of_unknown_loss": int(unknown),
+        "warming_up_jobs": sum(1 for job in jobs if job.warming_up),
     }
 
 
@@ -240,7 +257,7 @@ def public_job(job: JobRow, index: int, nodes: Mapping[str, NodeInfo]) -> dict:
     """The job as an answer shows it: everything for a job the viewer may see; for another project's job
     only what the aggregates already say (GPUs, score, limiter, where), with no id, name, user, account
     or link."""
-    waste = job_lost_per_hour(job)
+    waste = job_lost_per_hour(job, nodes)
     groups = sorted({nodes[h].group for h in job.nodes if h in nodes and nodes[h].group is not None})
     switches = sorted({s for h in job.nodes if h in nodes for s in nodes[h].switches}, key=_switch_order)
     row = {
@@ -252,14 +269,16 @@ def public_job(job: JobRow, index: int, nodes: Mapping[str, NodeInfo]) -> dict:
         "gpus": job.gpus, "nodes": len(job.nodes), "score": finite(job.score),
         "compute": finite(job.compute), "memory": finite(job.memory), "limiter": job.limiter or None,
         "idle_gpus": job.idle_gpus, "stragglers": job.stragglers, "hours": round(job.hours, 2),
-        "gpu_hours_lost_per_hour": round(waste.lost, 2), "groups": groups, "switches": switches,
+        "gpu_hours_lost_per_hour": round(waste.lost, 2),
+        "headroom_gpu_hours_per_hour": None if waste.headroom is None else round(waste.headroom, 2),
+        "warming_up": job.warming_up, "groups": groups, "switches": switches,
     }
     return row
 
 
 def worst_jobs(rows: list[dict], limit: int = 5) -> list[dict]:
-    """The visible running jobs that lose most GPU-hours per hour (ties: lower score first)."""
-    mine = [row for row in rows if row["visible"] and row["gpu_hours_lost_per_hour"] > 0]
+    """The visible running jobs that lose most GPU-hours per hour (ties: lower score first); none warming up."""
+    mine = [row for row in rows if row["visible"] and row["gpu_hours_lost_per_hour"] > 0 and not row.get("warming_up")]
     mine.sort(key=lambda row: (-row["gpu_hours_lost_per_hour"], row["score"] if row["score"] is not None else 101))
     return mine[:limit]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from types import SimpleNamespace
 
 from django.db.models import Q
 from django.urls import reverse
@@ -20,6 +21,8 @@ from apps.jobs.models import Job
 from apps.jobs.selectors import job_list_for_user
 from apps.saturation.choices import JobSaturationStatusChoices
 from apps.saturation.models import JobSaturation
+from apps.saturation.selectors import record_warming_up, reference_scores
+from apps.saturation.waste import steady_seconds
 from apps.topology.selectors import topology_current
 from apps.vetting.selectors import node_states as vetting_node_states
 
@@ -51,7 +54,8 @@ def node_map(topology) -> dict[str, overview.NodeInfo]:
 
 
 def _records(job_pks: list[int]) -> dict[int, dict]:
-    fields = ("job_id", "score", "compute", "memory", "limiter", "idle_gpus", "per_gpu", "stragglers", "computed")
+    fields = ("job_id", "score", "compute", "memory", "limiter", "idle_gpus", "per_gpu", "stragglers", "computed",
+              "steady_start", "steady_found", "scored_until", "gpu_model")
     return {row["job_id"]: row for row in JobSaturation.objects.filter(
         job_id__in=job_pks, status=JobSaturationStatusChoices.STATUS_READY).values(*fields)}
 
@@ -60,8 +64,9 @@ def _percent(value):
     return None if value is None else round(100.0 * value, 1)
 
 
-def _row(job: Job, record: dict | None, visible: bool, now) -> overview.JobRow:
+def _row(job: Job, record: dict | None, visible: bool, now, references: dict | None = None) -> overview.JobRow:
     window = job.run_window(now)
+    warm = bool(record) and record_warming_up(job, SimpleNamespace(**record), now)
     hours = (window[1] - window[0]).total_seconds() / 3600.0 if window else 0.0
     per_gpu = list((record or {}).get("per_gpu") or [])
     score = (record or {}).get("score")
@@ -79,6 +84,9 @@ def _row(job: Job, record: dict | None, visible: bool, now) -> overview.JobRow:
         running=job.state == JobStateChoices.RUNNING,
         window_hours={name: overview.overlap_hours(window[0], window[1], now - length, now) if window else 0.0
                       for name, length in WINDOWS.items()},
+        straggler_findings=[item for item in (record or {}).get("stragglers") or [] if isinstance(item, dict)],
+        steady_s=steady_seconds((record or {}).get("steady_start"), (record or {}).get("scored_until")),
+        warming_up=warm, reference=(references or {}).get((record or {}).get("gpu_model") or ""),
     )
 
 
@@ -104,7 +112,8 @@ def system_overview(user, cluster: str | None = None, now=None, *, histogram: bo
     jobs = list(jobs)
     visible_pks = set(job_list_for_user(user).filter(pk__in=[job.pk for job in jobs]).values_list("pk", flat=True))
     records = _records([job.pk for job in jobs])
-    rows = [_row(job, records.get(job.pk), job.pk in visible_pks, now) for job in jobs]
+    references = reference_scores()
+    rows = [_row(job, records.get(job.pk), job.pk in visible_pks, now, references) for job in jobs]
     running = [row for row in rows if row.running]
     running.sort(key=lambda row: (-row.gpus, row.cluster, row.job_id))
 
@@ -114,7 +123,7 @@ def system_overview(user, cluster: str | None = None, now=None, *, histogram: bo
     public = [overview.public_job(row, index, nodes) for index, row in enumerate(running)]
     newest = max((records[int(row.key)]["computed"] for row in running
                   if int(row.key) in records and records[int(row.key)]["computed"] is not None), default=None)
-    totals = overview.totals(running)
+    totals = overview.totals(running, nodes)
     return {
         "generated": now,
         "cluster": cluster,

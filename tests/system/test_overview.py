@@ -52,15 +52,50 @@ def test_idle_gpus_of_a_record_are_those_busy_under_five_percent():
     assert overview.idle_gpus_of(per_gpu) == [("a1", 0), ("a2", 3)]
 
 
+def _rows(host, n, busy, score):
+    return [{"host": host, "gpu": i, "busy": busy, "score": score} for i in range(n)]
+
+
 def test_totals_count_idle_gpus_whole_and_never_guess_unscored_ones():
-    jobs = [job("1", ["a1", "a2"], 4, 50.0, idle_gpus=1), job("2", ["b1"], 4, 100.0), job("3", ["b2"], 4)]
+    jobs = [job("1", ["a1", "a2"], 4, 50.0, idle_gpus=1, per_gpu=_rows("a1", 2, 0.9, 60.0) + _rows("a2", 1, 0.9, 60.0)
+                + [{"host": "a2", "gpu": 1, "busy": 0.01, "score": 0.0}]),
+            job("2", ["b1"], 4, 100.0, per_gpu=_rows("b1", 4, 1.0, 100.0)), job("3", ["b2"], 4)]
     totals = overview.totals(jobs)
     assert (totals["running_jobs"], totals["scored_jobs"], totals["unscored_jobs"]) == (3, 2, 1)
     assert (totals["allocated_gpus"], totals["idle_gpus"], totals["allocated_nodes"]) == (12, 1, 4)
     assert totals["mean_s"] == pytest.approx((4 * 50 + 4 * 100) / 8, abs=0.05)
-    # J1: 1 idle GPU whole (1) + 3 busy GPUs at S_busy = 0.5*4/3 -> 3*(1 - 2/3) = 1 -> 2 per hour; J2 loses 0; J3 unknown
-    assert totals["gpu_hours_lost_per_hour"] == pytest.approx(2.0)
+    # J1: 1 idle GPU whole (1) + 3 busy GPUs 10 % without work (0.3) -> 1.3 per hour; J2 loses 0; J3 unknown
+    assert totals["gpu_hours_lost_per_hour"] == pytest.approx(1.3)
     assert totals["gpus_of_unknown_loss"] == 4
+
+
+def test_the_idle_job_ranks_first_and_a_healthy_big_job_loses_nothing():
+    """Issue 35: /system/ ranked the Megatron job (512 GPUs, S 64, busy) first at 183 GPU-h lost per hour, above a
+    data-prep job with 48 of 64 GPUs idle. Now the Megatron job loses nothing (its distance to the reference is
+    headroom), the idle job ranks first, and a job warming up is no loser at all."""
+    nodes = {f"m{i}": NodeInfo(0, ("0.0",)) for i in range(128)} | {f"p{i}": NodeInfo(1, ("1.0",)) for i in range(16)}
+    megatron = job("mega", [f"m{i}" for i in range(128)], 512, 64.0, reference=70.0,
+                   per_gpu=[row for i in range(128) for row in _rows(f"m{i}", 4, 1.0, 64.0)])
+    prep = job("prep", [f"p{i}" for i in range(16)], 64, 5.0, idle_gpus=48,
+               per_gpu=[row for i in range(4) for row in _rows(f"p{i}", 4, 0.8, 20.0)]
+               + [row for i in range(4, 16) for row in _rows(f"p{i}", 4, 0.0, 0.0)])
+    warm = job("warm", ["a1"], 4, 13.0, warming_up=True, per_gpu=_rows("a1", 4, 0.3, 13.0))
+    rows = [overview.public_job(j, i, nodes) for i, j in enumerate([megatron, prep, warm])]
+    by_id = {row["job_id"]: row for row in rows}
+    assert by_id["mega"]["gpu_hours_lost_per_hour"] == 0.0
+    assert by_id["mega"]["headroom_gpu_hours_per_hour"] == pytest.approx(512 * 0.06)
+    assert by_id["prep"]["gpu_hours_lost_per_hour"] == pytest.approx(48 + 16 * 0.2)
+    assert by_id["warm"]["gpu_hours_lost_per_hour"] == 0.0 and by_id["warm"]["warming_up"]
+    assert [row["job_id"] for row in overview.worst_jobs(rows)] == ["prep"]
+    totals = overview.totals([megatron, prep, warm], nodes)
+    assert totals["gpu_hours_lost_per_hour"] == pytest.approx(51.2) and totals["warming_up_jobs"] == 1
+
+
+def test_gpus_on_failed_nodes_are_lost():
+    nodes = {"a1": NodeInfo(0, ("0.0",), vetting="drained"), "a2": NodeInfo(0, ("0.0",), vetting="suspect")}
+    row = overview.public_job(job("1", ["a1", "a2"], 8, 70.0, per_gpu=_rows("a1", 4, 1.0, 70.0) + _rows("a2", 4, 1.0, 70.0)),
+                              0, nodes)
+    assert row["gpu_hours_lost_per_hour"] == pytest.approx(4.0)  # the drained node's four GPUs; suspect is not failed
 
 
 def test_histogram_bins_gpu_hours_by_score_with_window_overlap():
@@ -107,8 +142,10 @@ def test_a_hidden_job_keeps_its_numbers_but_loses_its_name_id_user_account_and_l
 
 def test_worst_jobs_are_the_visible_ones_losing_most():
     rows = [overview.public_job(j, i, NODES) for i, j in enumerate([
-        job("1", ["a1"], 4, 90.0), job("2", ["a2"], 4, 10.0, visible=False), job("3", ["b1"], 4, 40.0), job("4", ["b2"], 4)])]
-    assert [row["job_id"] for row in overview.worst_jobs(rows)] == ["3", "1"]  # 2.4 and 0.4 lost per hour; hidden and unknown left out
+        job("1", ["a1"], 4, 90.0, per_gpu=_rows("a1", 4, 0.9, 90.0)), job("2", ["a2"], 4, 10.0, visible=False, idle_gpus=4),
+        job("3", ["b1"], 4, 40.0, per_gpu=_rows("b1", 2, 0.4, 40.0) + _rows("b1", 2, 1.0, 60.0)), job("4", ["b2"], 4)])]
+    # 1.2 and 0.4 lost per hour; hidden and unknown left out
+    assert [row["job_id"] for row in overview.worst_jobs(rows)] == ["3", "1"]
 
 
 def test_node_map_payload_marks_the_job_on_each_node_stragglers_and_vetting():

@@ -1,6 +1,8 @@
 """Documentation-only response serializers of the system API (OpenAPI schema); never used to render."""
 from rest_framework import serializers
 
+from apps.saturation.waste import HEADROOM_WORDS, LOSS_WORDS
+
 
 class LoadRow(serializers.Serializer):
     """Load on one dragonfly group or switch from the running jobs there."""
@@ -42,7 +44,11 @@ class RunningJob(serializers.Serializer):
     idle_gpus = serializers.IntegerField(min_value=0)
     stragglers = serializers.IntegerField(min_value=0, help_text="Straggler findings.")
     hours = serializers.FloatField(min_value=0)
-    gpu_hours_lost_per_hour = serializers.FloatField(min_value=0)
+    gpu_hours_lost_per_hour = serializers.FloatField(min_value=0, help_text="GPU-hours lost per hour of running. " + LOSS_WORDS)
+    headroom_gpu_hours_per_hour = serializers.FloatField(
+        min_value=0, allow_null=True, help_text="GPU-hours of headroom per hour of running; null without a reference for "
+                                                "its GPU model. " + HEADROOM_WORDS)
+    warming_up = serializers.BooleanField(help_text="The job has not reached its steady state yet: no loss, no verdict.")
     groups = serializers.ListField(child=serializers.IntegerField())
     switches = serializers.ListField(child=serializers.CharField())
 
@@ -56,9 +62,11 @@ class Totals(serializers.Serializer):
     idle_gpus = serializers.IntegerField(min_value=0, help_text="Allocated GPUs busy under 5 % of the time.")
     scored_gpus = serializers.IntegerField(min_value=0)
     mean_s = serializers.FloatField(allow_null=True, help_text="GPU-weighted mean S of the scored running jobs.")
-    gpu_hours_lost_per_hour = serializers.FloatField(min_value=0)
+    gpu_hours_lost_per_hour = serializers.FloatField(min_value=0, help_text=LOSS_WORDS)
+    headroom_gpu_hours_per_hour = serializers.FloatField(min_value=0, help_text=HEADROOM_WORDS)
     gpus_of_unknown_loss = serializers.IntegerField(
-        min_value=0, help_text="GPUs without a score: their loss is unknown, not counted.")
+        min_value=0, help_text="GPUs without a busy share: their loss is unknown, not counted.")
+    warming_up_jobs = serializers.IntegerField(min_value=0, help_text="Running jobs not yet in their steady state.")
 
 
 class Coverage(serializers.Serializer):
