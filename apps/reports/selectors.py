@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.urls import reverse
 
@@ -14,13 +15,16 @@ from apps.accounts.selectors import project_list_for_user, slurm_accounts_for_us
 from apps.jobs.gpucount import gpu_count
 from apps.jobs.models import Job
 from apps.jobs.selectors import job_list_for_user
+from apps.saturation.selectors import reference_scores
+from apps.saturation.waste import steady_seconds, warming_up
 from apps.topology.models import Node
 
 from .usage import JobRow, usage_report
 
 _FIELDS = ("cluster__name", "job_id", "name", "user_name", "account", "partition", "gpus", "start_time", "end_time",
            "saturation__score", "saturation__idle_gpus", "saturation__per_gpu", "saturation__energy_j",
-           "saturation__steady_start", "saturation__scored_until")
+           "saturation__steady_start", "saturation__scored_until", "saturation__steady_found", "saturation__stragglers",
+           "saturation__gpu_model")
 
 
 def report_jobs_for_user(user, *, since: datetime, until: datetime, project: str | None = None,
@@ -50,8 +54,12 @@ def report_rows(queryset: QuerySet[Job]) -> list[JobRow]:
         hostnames = {name for row in uncounted for name in (row["node_list"] or [])}
         node_gpus = dict(Node.objects.filter(hostname__in=hostnames, gpus__gt=0).values_list("hostname", "gpus"))
     found = []
+    references = reference_scores()
+    longest = float(settings.SATURATION_WARMUP_MAX_SECONDS)
     for row in rows:
         per_gpu = row["saturation__per_gpu"] or None
+        steady_start, until = row["saturation__steady_start"], row["saturation__scored_until"]
+        observed = (until - row["start_time"]).total_seconds() if until and row["start_time"] else None
         count = gpu_count(row["gpus"], node_gpus=sum(node_gpus.get(name, 0) for name in row["node_list"] or []),
                           telemetry_gpus=len(per_gpu) if isinstance(per_gpu, list) else None)
         found.append(JobRow(cluster=row["cluster__name"], job_id=row["job_id"], name=row["name"], user=row["user_name"],
@@ -59,7 +67,11 @@ def report_rows(queryset: QuerySet[Job]) -> list[JobRow]:
                             start=row["start_time"], end=row["end_time"], score=row["saturation__score"],
                             idle_gpus=row["saturation__idle_gpus"] or 0, per_gpu=per_gpu, energy_j=row["saturation__energy_j"],
                             # the scoring sums power over its steady state: from the end of the warm-up to the last bucket scored
-                            energy_start=row["saturation__steady_start"], energy_end=row["saturation__scored_until"]))
+                            energy_start=steady_start, energy_end=until,
+                            stragglers=row["saturation__stragglers"] or None, steady_s=steady_seconds(steady_start, until),
+                            warming_up=warming_up(steady_found=row["saturation__steady_found"], observed_s=observed,
+                                                  max_warmup_s=longest),
+                            reference=references.get(row["saturation__gpu_model"] or "")))
     return found
 
 

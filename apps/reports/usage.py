@@ -11,8 +11,10 @@ Per group (and for all jobs together):
 - ``gpu_hours``: the sum of the jobs' GPU-hours inside the window;
 - ``mean_saturation``: the GPU-hour-weighted mean score (0–100) of the *scored* jobs, with ``scored_share`` the
   share of the GPU-hours that carry a score (None when none does: never guessed);
-- ``idle_gpu_hours`` and ``gpu_hours_lost``: :func:`apps.saturation.waste.gpu_hours_lost` on the overlap hours,
-  with ``lost_known_share`` the share of GPU-hours whose loss is known (GPUs without a score lose nothing known);
+- ``idle_gpu_hours``, ``gpu_hours_lost`` and ``headroom_gpu_hours``: :func:`apps.saturation.waste.gpu_hours_lost` on
+  the overlap hours (only what is measurably lost: idle GPUs, stalls, the wait for stragglers; a job warming up loses
+  nothing; the distance to its GPU model's reference is headroom, never loss), with ``lost_known_share`` the share of
+  GPU-hours whose loss is known (GPUs without a busy share lose nothing known);
 - ``energy_kwh``: each job's ``energy_j``, measured over ``[energy_start, energy_end)`` (the scored span; the whole
   run when not given), scaled by the share of that span inside the window; time outside the measured span and
   jobs without a reading add nothing (never extrapolated), and ``energy_share`` says which share of the GPU-hours
@@ -37,7 +39,7 @@ BIN_WIDTH = 10
 BIN_EDGES = list(range(0, 101, BIN_WIDTH))  # 0, 10, ..., 100: the last bin holds 90–100 inclusive
 TOP_JOBS = 10
 COLUMNS = ("group_by", "key", "jobs", "gpu_hours", "mean_saturation", "scored_share", "idle_gpu_hours",
-           "gpu_hours_lost", "lost_known_share", "energy_kwh", "energy_share")
+           "gpu_hours_lost", "headroom_gpu_hours", "lost_known_share", "energy_kwh", "energy_share")
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,10 @@ class JobRow:
     energy_start: datetime | None = None
     energy_end: datetime | None = None
     gpus_source: str = "slurm"  # where ``gpus`` comes from (apps.jobs.gpucount.SOURCES); "unknown" with gpus None
+    stragglers: list | None = None  # the saturation record's straggler findings
+    steady_s: float | None = None  # seconds of steady state they cover
+    warming_up: bool = False  # not in its steady state yet: no loss (apps.saturation.waste.warming_up)
+    reference: float | None = None  # the headroom reference of its GPU model (0-100)
 
     @classmethod
     def of(cls, row: "JobRow | Mapping") -> "JobRow":
@@ -77,6 +83,7 @@ class JobUsage:
     known_gpu_hours: float  # GPU-hours whose loss is known
     energy_kwh: float | None
     energy_gpu_hours: float = 0.0  # GPU-hours inside the window whose energy was measured
+    headroom: float | None = None  # GPU-hours of headroom to the reference (None: no reference)
 
 
 def _hours(start: datetime, end: datetime) -> float:
@@ -94,7 +101,9 @@ def job_usage(row: JobRow | Mapping, since: datetime, until: datetime, now: date
     if hours <= 0:
         return None
     gpus = max(0, int(row.gpus or 0))
-    waste = gpu_hours_lost(hours, gpus, score=row.score, idle_gpus=row.idle_gpus or 0, per_gpu=row.per_gpu)
+    waste = gpu_hours_lost(hours, gpus, score=row.score, idle_gpus=row.idle_gpus or 0, per_gpu=row.per_gpu,
+                           stragglers=row.stragglers, steady_s=row.steady_s, reference=row.reference,
+                           warming_up=row.warming_up)
     energy, energy_kwh, energy_gpu_hours = finite(row.energy_j), None, 0.0
     measured_start = max(row.energy_start or row.start, row.start)
     measured_end = min(row.energy_end or end, end)
@@ -106,7 +115,7 @@ def job_usage(row: JobRow | Mapping, since: datetime, until: datetime, now: date
             energy_gpu_hours = gpus * inside
     return JobUsage(row=row, hours=hours, gpu_hours=gpus * hours, lost=waste.lost, idle_gpu_hours=waste.idle_gpu_hours,
                     known_gpu_hours=(gpus - waste.unknown_gpus) * hours, energy_kwh=energy_kwh,
-                    energy_gpu_hours=energy_gpu_hours)
+                    energy_gpu_hours=energy_gpu_hours, headroom=waste.headroom)
 
 
 def _share(part: float, whole: float) -> float | None:
@@ -125,6 +134,7 @@ def _aggregate(usages: list[JobUsage]) -> dict:
         "scored_share": _share(scored_hours, gpu_hours),
         "idle_gpu_hours": sum(u.idle_gpu_hours for u in usages),
         "gpu_hours_lost": sum(u.lost for u in usages),
+        "headroom_gpu_hours": sum(u.headroom or 0.0 for u in usages),
         "lost_known_share": _share(sum(u.known_gpu_hours for u in usages), gpu_hours),
         "energy_kwh": sum(u.energy_kwh for u in with_energy) if with_energy else None,
         "energy_share": _share(sum(u.energy_gpu_hours for u in with_energy), gpu_hours),
@@ -193,7 +203,7 @@ def usage_report(rows: Iterable[JobRow | Mapping], *, since: datetime, until: da
                       "account": u.row.account, "partition": u.row.partition, "gpus": u.row.gpus,
                       "gpus_source": u.row.gpus_source, "score": u.row.score,
                       "idle_gpus": u.row.idle_gpus, "gpu_hours": u.gpu_hours, "gpu_hours_lost": u.lost,
-                      "running": u.row.end is None} for u in wasteful],
+                      "headroom_gpu_hours": u.headroom, "running": u.row.end is None} for u in wasteful],
         "histogram": score_histogram(usages),
         "gpu_counts": gpu_count_sources(usages),
     }

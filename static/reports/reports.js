@@ -55,6 +55,7 @@
       ["Mean saturation", t.mean_saturation === null ? "–" : number(t.mean_saturation), `over ${percent(t.scored_share)} of GPU-hours scored`, sLevel(t.mean_saturation), "fact-saturation"],
       ["GPU-hours lost", hours(t.gpu_hours_lost), `${percent(lostShare)} of all; ${hours(t.idle_gpu_hours)} on idle GPUs; loss known for ${percent(t.lost_known_share)}`,
         lostShare === null ? "info" : lostShare > 0.5 ? "critical" : lostShare > 0.25 ? "warning" : "ok", "fact-lost"],
+      ["Headroom", hours(t.headroom_gpu_hours || 0), "GPU-hours tuning could gain against each GPU model's typical good jobs: not a loss", "info", "fact-headroom"],
       ["Biggest loss", report.biggest ? (report.biggest.key || "(none)") : "–", report.biggest ? `${hours(report.biggest.gpu_hours_lost)} GPU-h, ${percent(report.biggest.share)}` : "nothing lost that is known", "info", "fact-biggest"],
       ["Energy", t.energy_kwh === null ? "–" : `${number(t.energy_kwh)} kWh`, `measured for ${percent(t.energy_share)} of GPU-hours`, "info", "fact-energy"],
     ];
@@ -126,7 +127,7 @@
   function renderTopJobs() {
     const body = document.querySelector("#top-jobs tbody");
     if (!report.top_jobs.length) {
-      body.replaceChildren(el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No GPU-hours lost that are known.")));
+      body.replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "empty" }, "No GPU-hours lost that are known.")));
       return;
     }
     body.replaceChildren(...report.top_jobs.map((job) => el("tr", {},
@@ -135,7 +136,8 @@
       el("td", {}, job.user), el("td", {}, job.account), el("td", { class: "num" }, number(job.gpus)),
       el("td", { class: `num s-${sLevel(job.score)}` }, job.score === null ? "–" : number(job.score)),
       el("td", { class: "num" }, hours(job.gpu_hours)),
-      el("td", { class: "num" }, hours(job.gpu_hours_lost), job.idle_gpus ? el("span", { class: "small muted" }, ` (${job.idle_gpus} idle GPU${job.idle_gpus === 1 ? "" : "s"})`) : ""))));
+      el("td", { class: "num" }, hours(job.gpu_hours_lost), job.idle_gpus ? el("span", { class: "small muted" }, ` (${job.idle_gpus} idle GPU${job.idle_gpus === 1 ? "" : "s"})`) : ""),
+      el("td", { class: "num" }, job.headroom_gpu_hours === null || job.headroom_gpu_hours === undefined ? "–" : hours(job.headroom_gpu_hours)))));
   }
 
   function renderHistogram() {

@@ -20,19 +20,21 @@ def world(make_user):
     now = datetime.now(timezone.utc).replace(microsecond=0)
     cluster = Cluster.objects.create(name="alps")
 
-    def job(job_id, account, user, gpus, hours_ago, hours, score=None, idle=0, partition="normal", energy=None):
+    def job(job_id, account, user, gpus, hours_ago, hours, score=None, idle=0, partition="normal", energy=None, busy=None):
         start = now - timedelta(hours=hours_ago)
         end = start + timedelta(hours=hours) if hours is not None else None
         record = Job.objects.create(cluster=cluster, job_id=job_id, user_name=user, account=account, partition=partition,
                                     state="COMPLETED" if end else "RUNNING", start_time=start, end_time=end, gpus=gpus,
                                     name=f"job-{job_id}")
         if score is not None or idle or energy is not None:
-            JobSaturation.objects.create(job=record, status="ready", score=score, idle_gpus=idle, energy_j=energy)
+            per_gpu = [{"host": "n", "gpu": i, "busy": busy, "score": score} for i in range(gpus)] if busy is not None else []
+            JobSaturation.objects.create(job=record, status="ready", score=score, idle_gpus=idle, energy_j=energy,
+                                         per_gpu=per_gpu)
         return record
 
-    job(1, "a-llm01", "alice", 8, hours_ago=10, hours=4, score=50.0, energy=3.6e6 * 4)  # 32 GPU-h, loses 16
+    job(1, "a-llm01", "alice", 8, hours_ago=10, hours=4, score=50.0, energy=3.6e6 * 4, busy=0.5)  # 32 GPU-h, half without work: loses 16
     job(2, "a-llm01", "carol", 4, hours_ago=6, hours=None, score=None, idle=4)  # running: 24 GPU-h, all idle
-    job(3, "a-bio06", "bob", 16, hours_ago=30, hours=2, score=90.0, partition="debug")  # 32 GPU-h, loses 3.2
+    job(3, "a-bio06", "bob", 16, hours_ago=30, hours=2, score=90.0, partition="debug", busy=0.9)  # 32 GPU-h, loses 3.2
     job(4, "a-bio06", "bob", 4, hours_ago=24 * 9, hours=2, score=10.0)  # before the default 7-day window
     alice = make_user("alice", accounts=["a-llm01"])
     staff = make_user("root", is_staff=True)
@@ -115,7 +117,7 @@ def test_downloads_read_back_as_the_json(api_client, world, group_by):
     assert set(body["downloads"]) == {"csv", "parquet"}
     rows = body["rows"]
     columns = ["group_by", "key", "jobs", "gpu_hours", "mean_saturation", "scored_share", "idle_gpu_hours",
-               "gpu_hours_lost", "lost_known_share", "energy_kwh", "energy_share"]
+               "gpu_hours_lost", "headroom_gpu_hours", "lost_known_share", "energy_kwh", "energy_share"]
 
     response = api_client.get(body["downloads"]["csv"])
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")

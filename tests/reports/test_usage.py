@@ -59,14 +59,15 @@ def test_a_window_of_minutes_on_a_long_job():
 
 
 MIXED = [
-    # 2 h inside, scored 50, 8 kWh over its 4 h run -> 4 kWh inside, loses 4 × 2 × 0.5 = 4
-    job(1, gpus=4, start=t(0, 22), end=t(1, 2), score=50.0, energy_j=8 * 3.6e6, user="alice"),
+    # 2 h inside, scored 50, 8 kWh over its 4 h run -> 4 kWh inside, busy half the time: loses 4 × 2 × 0.5 = 4
+    job(1, gpus=4, start=t(0, 22), end=t(1, 2), score=50.0, energy_j=8 * 3.6e6, user="alice",
+        per_gpu=[{"busy": 0.5, "score": 50.0}] * 4),
     # 2 h inside, no score, 2 of 8 GPUs idle: loses 2 × 2 = 4 (idle), the 6 busy GPUs' loss is unknown
     job(2, gpus=8, start=t(1, 10), end=t(1, 12), score=None, idle_gpus=2, user="bob"),
-    # running since 12:00 the day before, now 18:00: 18 h inside, score 80, loses 2 × 18 × 0.2 = 7.2;
+    # running since 12:00 the day before, now 18:00: 18 h inside, score 80, busy 0.8: loses 2 × 18 × 0.2 = 7.2;
     # 30 kWh over its 30 h so far -> 18 kWh inside
     job(3, gpus=2, start=t(0, 12), end=None, score=80.0, energy_j=30 * 3.6e6, account="p2", user="alice",
-        partition="debug"),
+        partition="debug", per_gpu=[{"busy": 0.8, "score": 80.0}] * 2),
 ]
 
 
@@ -118,8 +119,26 @@ def test_per_gpu_rows_decide_the_loss_gpu_by_gpu():
     usage = job_usage(job(1, gpus=4, start=t(1, 1), end=t(1, 4), score=40.0, per_gpu=rows), SINCE, UNTIL, t(3))
     assert usage.gpu_hours == pytest.approx(12)
     assert usage.idle_gpu_hours == pytest.approx(3)  # one idle GPU × 3 h
-    assert usage.lost == pytest.approx(3 + 3 * 0.4)
-    assert usage.known_gpu_hours == pytest.approx(2 * 3)  # a GPU without a score and one that never reported
+    assert usage.lost == pytest.approx(3 + 2 * 3 * 0.1)  # the idle GPU whole, the two busy ones 10 % without work
+    assert usage.known_gpu_hours == pytest.approx(3 * 3)  # one GPU never reported
+
+
+def test_the_most_wasteful_jobs_are_the_idle_ones_not_healthy_training():
+    """Issue 35: 'most wasteful jobs' were all S 64-67 training jobs (GPUs × (1 − S)), the idle job eighth. Healthy
+    busy training loses nothing (its distance to the reference is headroom); the job with idle GPUs comes first and a
+    job warming up loses nothing."""
+    training = [job(i, gpus=512, start=t(1, 0), end=t(1, 10), score=64.0 + i % 4, reference=70.0,
+                    per_gpu=[{"busy": 1.0, "score": 64.0 + i % 4}] * 512) for i in range(1, 8)]
+    prep = job(20, gpus=64, start=t(1, 0), end=t(1, 10), score=5.0, idle_gpus=48,
+               per_gpu=[{"busy": 0.0, "score": 0.0}] * 48 + [{"busy": 1.0, "score": 20.0}] * 16)
+    warm = job(21, gpus=64, start=t(1, 9, 56), end=None, score=13.0, warming_up=True,
+               per_gpu=[{"busy": 0.3, "score": 13.0}] * 64)
+    report = usage_report(training + [prep, warm], since=SINCE, until=UNTIL, now=t(1, 10))
+    assert [j["job_id"] for j in report["top_jobs"]] == [20]
+    assert report["top_jobs"][0]["gpu_hours_lost"] == pytest.approx(48 * 10)
+    assert report["totals"]["gpu_hours_lost"] == pytest.approx(480)
+    # headroom: 512 GPUs × 10 h × (70 − S)/100 for S 65, 66, 67, 64, 65, 66, 67
+    assert report["totals"]["headroom_gpu_hours"] == pytest.approx(512 * 10 * (5 + 4 + 3 + 6 + 5 + 4 + 3) / 100)
 
 
 def test_score_histogram_bins():

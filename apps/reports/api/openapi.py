@@ -1,6 +1,8 @@
 """Documentation-only response serializers of the reports API (drf-spectacular); never used to render."""
 from rest_framework import serializers
 
+from apps.saturation.waste import HEADROOM_WORDS, LOSS_WORDS
+
 
 class UsageMeasures(serializers.Serializer):
     """What a set of jobs used inside the window, and how much of it is known (shares 0-1, null when there are no GPU-hours)."""
@@ -10,7 +12,8 @@ class UsageMeasures(serializers.Serializer):
     mean_saturation = serializers.FloatField(allow_null=True, help_text="GPU-hour-weighted mean score (0-100) of the scored jobs.")
     scored_share = serializers.FloatField(allow_null=True, help_text="Share of the GPU-hours with a score (0-1).")
     idle_gpu_hours = serializers.FloatField()
-    gpu_hours_lost = serializers.FloatField(help_text="GPU-hours × (1 − S), idle GPUs whole; unknown loss not counted.")
+    gpu_hours_lost = serializers.FloatField(help_text=LOSS_WORDS + " Unknown loss is not counted.")
+    headroom_gpu_hours = serializers.FloatField(help_text=HEADROOM_WORDS + " Jobs without a reference add nothing.")
     lost_known_share = serializers.FloatField(allow_null=True, help_text="Share of the GPU-hours whose loss is known.")
     energy_kwh = serializers.FloatField(allow_null=True, help_text="Energy measured inside the window (kWh); null when none was.")
     energy_share = serializers.FloatField(allow_null=True, help_text="Share of the GPU-hours whose energy was measured.")
@@ -55,7 +58,9 @@ class UsageJob(serializers.Serializer):
     score = serializers.FloatField(allow_null=True)
     idle_gpus = serializers.IntegerField()
     gpu_hours = serializers.FloatField()
-    gpu_hours_lost = serializers.FloatField()
+    gpu_hours_lost = serializers.FloatField(help_text=LOSS_WORDS)
+    headroom_gpu_hours = serializers.FloatField(allow_null=True, help_text=HEADROOM_WORDS + " Null without a reference for "
+                                                                                          "its GPU model.")
     running = serializers.BooleanField()
     url = serializers.CharField(help_text="The job's page.")
 
