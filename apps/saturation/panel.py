@@ -11,7 +11,7 @@ to enable the profiling fields; its heatmap and bands show busy, clock and power
 """
 import json
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -294,12 +294,41 @@ def _common_findings(job, record: JobSaturation, part: PanelSummary) -> int:
                                      + (f" of {gpus_total:,}" if gpus_total else "") + ": allocated but doing nothing.",
                                      "Check that every GPU gets a rank (tasks per node × GPUs per task, CUDA_VISIBLE_DEVICES).",
                                      "#panel-saturation", "saturation"))
+    if "silent GPUs" in (record.flags or []):
+        finding = silent_finding(job, per_gpu(job, record))
+        if finding is not None:
+            part.findings.append(finding)
     throttled = [label for label in record.labels if "clock-limited" in label or "thermal" in label or "power" in label]
     if throttled:
         part.findings.append(Finding("warning", f"Clocks held down: {throttled[0]}.",
                                      "Staff: check cooling and power capping on these nodes; the job loses speed it paid for.",
                                      "#panel-saturation", "saturation"))
     return idle
+
+
+def silent_finding(job, gpus: list[dict]) -> Finding | None:
+    """GPUs whose samples stopped while the job ran on (``silent_from``, written by the scoring): which ones, from
+    when. Critical when half the job's GPUs or more fell silent: the rest of the page then speaks for few of them."""
+    silent = [g for g in gpus if g.get("silent_from")]
+    if not silent:
+        return None
+    try:
+        first = min(datetime.fromisoformat(g["silent_from"]) for g in silent)
+    except (TypeError, ValueError):
+        return None
+    total = job.gpus or len(gpus)
+    hosts: dict[str, list[int]] = {}
+    for g in silent:
+        hosts.setdefault(g["host"], []).append(int(g["gpu"]))
+    where = ", ".join(f"{host}:{','.join(str(i) for i in sorted(indexes))}" for host, indexes in list(hosts.items())[:6])
+    where += f" and {len(hosts) - 6:,} more nodes" if len(hosts) > 6 else ""
+    end = job.end_time if job.end_time and not job.is_active else None
+    before = f", {duration_words(end - first)} before the job ended" if end and end > first else " while the job runs"
+    title = (f"{len(silent):,} of {total:,} GPUs stopped sending telemetry from {clock(first, job.start_time)}{before}: "
+             f"{where}. The score and findings after that speak only for the GPUs still reporting.")
+    action = ("Check these nodes: a GPU that falls silent mid-job has often failed (an XID error, fallen off the bus) or its "
+              "collector died; see the job's error output, then the vetting panel. Staff: check DCGM on them.")
+    return Finding("critical" if 2 * len(silent) >= total else "warning", title, action, "#panel-saturation", "saturation")
 
 
 def _limited_summary(job, record: JobSaturation, part: PanelSummary) -> PanelSummary:

@@ -37,6 +37,7 @@ from .state import (
     ScoreState, concatenate_blocks, fingerprint_equal, load_columns, load_state, locked, read_fingerprint, remove_state,
     save_columns, save_state,
 )
+from .silence import silent_gpus
 from .stragglers import find_stragglers
 
 #: ``scoring_task`` of a job whose scoring from scratch runs split in node blocks: this, then the scoring id.
@@ -290,6 +291,12 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
             for g in per_gpu:
                 if g["host"] == item["host"]:
                     g["straggler"] = item["signal"]
+    silent = silent_gpus(state.hosts, state.gpus, state.arrays, state.origin_ns, state.step_s)
+    if silent:  # GPUs whose samples stopped while the job ran on: said on the first screen (panel.py)
+        by_gpu = {(g["host"], int(g["gpu"])): g for g in per_gpu}
+        for item in silent:
+            if (item.host, item.gpu) in by_gpu:
+                by_gpu[(item.host, item.gpu)]["silent_from"] = _aware(np.datetime64(item.last_ns, "ns")).isoformat()
     previous_product = record.product
     path = product_path(job, timezone.now().strftime("%Y%m%dT%H%M%S%f"))
     cube.save(path)
@@ -307,7 +314,7 @@ def _publish(job, record: JobSaturation, state: ScoreState, model: GpuModel, *, 
     record.per_gpu, record.stragglers = per_gpu, stragglers
     record.flags = (["idle GPUs"] if summary.idle_gpus else []) + (["straggler"] if stragglers else []) + (
         ["low saturation"] if record.score is not None and record.score < 30 else []) + (
-        ["utilisation only"] if summary.limited else [])
+        ["utilisation only"] if summary.limited else []) + (["silent GPUs"] if silent else [])
     record.product = str(path.relative_to(settings.DATA_DIR))
     record.gpu_model, record.step_seconds = model.name, int(round(state.step_s))
     record.computed = timezone.now()
