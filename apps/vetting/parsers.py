@@ -8,8 +8,16 @@
   them, so they may sit at the start of another rank's line). ``srun -l`` labels are understood.
   Without ``--verbose`` the failing evaluation of a node is named when only one evaluation failed
   anywhere; otherwise the result says which evaluations it could have been.
-* ``vetnode-legacy`` — vetnode ≤ 0.0.13: ``Running sanity checks: <protocol> on node:<host>``,
-  result lines (``test_name=… passed=True …``) and ``Vetted: <host>`` / ``Cordon: <host>``.
+  An evaluation that raised prints ``Skipped: <name> (error: …)`` on its rank and ❓ on rank 0: it is an
+  ``unknown`` result of that rank with the error as its message (vetnode does not cordon for it).
+* ``vetnode-legacy`` — vetnode ≤ 0.0.13: ``Running sanity checks: <protocol> on node:<host>`` (≤ 0.0.12),
+  result lines (``test_name=… passed=True …``; ``rank=… eval_id=…`` in 0.0.13) and ``Vetted: <host>`` /
+  ``Cordon: <host>`` ending each process's block. ``Node: <host> \t unexpected exception: <error>``
+  (0.0.8: an evaluation raised, and vetnode cordoned the node for it) is a failed result with status
+  ERROR, named by the traceback's ``vetnode/evaluations/<module>.py`` frame where the job output has it.
+  ``Skipped: <name> (error: …)`` (0.0.8: the evaluation could not be loaded or verified; 0.0.13: it
+  raised, on that rank) is an ``unknown`` result of the node whose verdict ends the block, with a warning
+  that says on how many ranks it raised.
 * ``dcgm-diag`` — ``dcgmi diag -r N -j``: DCGM 4.x (``"DCGM Diagnostic"``, ``entity_groups``,
   ``metadata``) and 3.x (``"DCGM GPU Diagnostic"``, ``gpu_id``); one result per test and GPU. A
   failure with ISOLATE severity (isolate the GPU) is *critical*.
@@ -39,6 +47,9 @@ _RESULT = re.compile(r"^Node: (?P<host>\S+)\s*\t?\s*result:(?P<body>.*)$")
 _GLYPHS = {"✅": "SUCCESS", "❌": "FAILED", "⏭": "SKIPPED", "❓": "UNKNOWN", "🛠": "SUCCESS"}
 _EVALUATING = re.compile(r"^Evaluating (?P<name>.+?):(?P<rest>.*)$")
 _SKIPPED = re.compile(r"Skipped: (?P<name>.+?) \(error: (?P<error>.*)\)")
+_EXCEPTION = re.compile(r"^Node: (?P<host>\S+)\s*\t?\s*unexpected exception: ?(?P<error>.*)$")
+_TRACE_EVAL = re.compile(r'^File "[^"]*[/\\]vetnode[/\\]evaluations[/\\](?P<module>\w+)\.py", line \d+')
+_SRUN_RANK = re.compile(r"^\s*(\d+):\s")
 _LEGACY_HEADER = re.compile(r"^Running sanity checks: (?P<name>.*) on node:(?P<host>\S+)\s*$")
 _VERDICT = re.compile(r"^(?P<verdict>Vetted|Cordon): (?P<host>\S+)\s*$")
 _ENUM = re.compile(r"<\w+\.(?P<name>[A-Z_]+): (?P<number>\d+)>")
@@ -76,14 +87,32 @@ def parse(text: str, fmt: str = "auto", *, host: str | None = None) -> Run:
 
 
 def _lines(text: str):
-    """(line number, cleaned line, tags found in it) with srun labels, colours and tags taken out."""
+    """(line number, cleaned line, tags found in it, srun -l label or None) with srun labels, colours and
+    tags taken out."""
     for number, raw in enumerate(text.splitlines(), start=1):
         line = _ANSI.sub("", raw).rstrip("\r")
+        label = _SRUN_RANK.match(line)
         line = _SRUN_LABEL.sub("", line, count=1)
         tags = [(host, int(rank), verdict) for host, rank, verdict in _TAG.findall(line)]
         if tags:
             line = _TAG.sub("", line)
-        yield number, line, tags
+        yield number, line, tags, int(label.group(1)) if label else None
+
+
+def _raised_message(error: str, cordoned: bool) -> str:
+    if cordoned:
+        return f"raised {error}: vetnode cordoned the node for it"
+    return f"raised {error}: vetnode skipped it and did not cordon the node for it"
+
+
+def _raised_warnings(raised: list[tuple[str, str]], processes: int) -> list[str]:
+    """One warning per evaluation that raised somewhere: ``raised`` holds (name, error) per rank."""
+    out = []
+    for name in dict.fromkeys(name for name, _ in raised):
+        errors = [error for other, error in raised if other == name]
+        where = "every rank" if processes and len(errors) >= processes else f"{len(errors)} of {processes or '?'} ranks"
+        out.append(f"{name} raised on {where} ({errors[0]}): vetnode skips it and does not cordon the node for it")
+    return out
 
 
 def _literal(text: str, line: int, column: int, problems: list):
@@ -206,9 +235,13 @@ def parse_vetnode(text: str) -> Run:
     table: dict[str, list[str]] = {}
     order: list[str] = []
     pending: str | None = None  # an "Evaluating X:" whose glyphs are on the next line
-    for number, line, found_tags in _lines(text):
+    raised: dict[int | None, list] = {}  # srun label -> (name, error, line) of Skipped lines before the rank's tag
+    raised_on: list[tuple[str, int, str, str, int]] = []  # (host, rank, name, error, line)
+    for number, line, found_tags, label in _lines(text):
         for host, rank, verdict in found_tags:
             tags[(host, rank)] = verdict
+            # the tag ends a rank's --verbose block: what that block said it skipped is that rank's
+            raised_on.extend((host, rank, name, error, where) for name, error, where in raised.pop(label, []))
         stripped = line.strip()
         if not stripped:
             continue
@@ -220,7 +253,8 @@ def parse_vetnode(text: str) -> Run:
             continue
         skipped = _SKIPPED.search(stripped)
         if skipped:
-            errors_of[skipped.group("name")] = skipped.group("error")
+            errors_of.setdefault(skipped.group("name"), skipped.group("error"))
+            raised.setdefault(label, []).append((skipped.group("name"), skipped.group("error"), number))
         evaluating = _EVALUATING.match(stripped)
         if evaluating:
             name = evaluating.group("name").split("Skipped:")[0].strip()
@@ -261,14 +295,25 @@ def parse_vetnode(text: str) -> Run:
     if not verbose and not table and not tags:
         raise ParseError([(1, None, "no vetnode results: neither its summary table nor --verbose result lines")], "vetnode output")
     results = list(verbose)
+    local_of = {(r.host, r.rank): r.local_rank for r in verbose if r.rank is not None}
+    for host, rank, name, error, where in raised_on:
+        if not any(r.host == host and r.rank == rank and r.eval_name == name for r in verbose):
+            results.append(Result(host=host, eval_name=name[:200], kind="vetnode", status="UNKNOWN", outcome="unknown", rank=rank,
+                                  local_rank=local_of.get((host, rank)), message=_raised_message(error, False), line=where))
     seen = {(r.host, r.local_rank) for r in verbose} | {(r.host, r.rank) for r in verbose if r.local_rank is None}
+    tagged = {}
+    for host, _ in tags:
+        tagged[host] = tagged.get(host, 0) + 1
     warnings = []
     failing = [name for name, glyphs in evaluations.items() if "FAILED" in glyphs]
+    unknown_cells = sum(status == "UNKNOWN" for host in order for status in table[host])
     for host in order:
+        if tagged.get(host, 0) >= len(table[host]):
+            continue  # every rank of the node printed its --verbose block: the summary adds nothing
         for local_rank, status in enumerate(table[host]):
             if (host, local_rank) in seen:
                 continue
-            results.extend(_from_summary(host, local_rank, status, evaluations, failing, errors_of))
+            results.extend(_from_summary(host, local_rank, status, evaluations, failing, errors_of, unknown_cells))
     verbose_ranks = {(r.host, r.rank) for r in verbose}
     for (host, rank), verdict in sorted(tags.items()):
         if (host, rank) in verbose_ranks:
@@ -287,9 +332,11 @@ def parse_vetnode(text: str) -> Run:
     return Run(source="vetnode", results=results, warnings=warnings)
 
 
-def _from_summary(host, local_rank, status, evaluations, failing, errors_of) -> list[Result]:
+def _from_summary(host, local_rank, status, evaluations, failing, errors_of, unknown_cells=0) -> list[Result]:
     """Results of one node and local rank from rank 0's summary (no --verbose lines for it). The table's
-    glyph sums up every evaluation (a failure wins), the ``Evaluating`` lines only count glyphs."""
+    glyph sums up every evaluation (a failure wins, ❓ stays only where no evaluation answered), the
+    ``Evaluating`` lines only count glyphs: an evaluation's ❓ on a ✅ or ❌ rank is ruled out only when
+    its ❓ are no more than the table's ❓ cells."""
     out = []
     attributed = None
     if status == "FAILED":
@@ -301,13 +348,17 @@ def _from_summary(host, local_rank, status, evaluations, failing, errors_of) -> 
             out.append(Result(host=host, eval_name="vetnode summary", kind="vetnode", status="FAILED", outcome="fail",
                               local_rank=local_rank,
                               message=f"failed one of: {', '.join(failing) or 'setup'} (run vetnode with --verbose to know which)"))
-    for name, glyphs in evaluations.items():
-        glyphs = set(glyphs)
+    for name, counted in evaluations.items():
+        glyphs = set(counted)
         if name == attributed or (status == "FAILED" and name in failing):
             continue  # named above, or one of the candidates
-        if glyphs == {"UNKNOWN"}:
+        if glyphs == {"UNKNOWN"} or (status == "UNKNOWN" and "UNKNOWN" in glyphs):
             out.append(Result(host=host, eval_name=name, kind="vetnode", status="UNKNOWN", outcome="unknown", local_rank=local_rank,
                               message=f"vetnode could not run it: {errors_of.get(name, 'error not shown')}"))
+        elif status in ("SUCCESS", "FAILED") and counted.count("UNKNOWN") > unknown_cells:
+            out.append(Result(host=host, eval_name=name, kind="vetnode", status="SUCCESS|UNKNOWN", outcome="unknown",
+                              local_rank=local_rank, message="passed or raised on this rank (vetnode's summary does not say which; "
+                              f"where it raised: {errors_of.get(name, 'error not shown')})"))
         elif status in ("SUCCESS", "FAILED"):  # nothing of this evaluation failed on this rank
             passed_only = "SKIPPED" not in glyphs
             out.append(Result(host=host, eval_name=name, kind="vetnode", status="SUCCESS" if passed_only else "SUCCESS|SKIPPED",
@@ -324,25 +375,69 @@ def parse_vetnode_legacy(text: str) -> Run:
     results: list[Result] = []
     verdicts: dict[str, tuple[str, int]] = {}
     protocol = ""
-    for number, line, _ in _lines(text):
+    node_of: dict[int | None, str] = {}  # srun label -> the node its "Running sanity checks" header named
+    block: dict[int | None, dict] = {}  # srun label -> what the process printed since its last verdict
+    exceptions: list[dict] = []  # 0.0.8's "unexpected exception" entries, one per evaluation that raised
+    skipped: list[tuple[str, int | None, str, str, int]] = []  # (host, rank, name, error, line)
+    entries: dict[str, list] = {}  # host -> its results and exceptions in the order printed (the evaluations' order)
+    processes = 0
+    for number, line, _, label in _lines(text):
         stripped = line.strip()
+        mine = block.setdefault(label, {"skipped": [], "rank": None, "exception": None})
         header = _LEGACY_HEADER.match(stripped)
         if header:
             protocol = protocol or header.group("name")
+            node_of[label] = header.group("host")
             continue
         match = _RESULT.match(stripped)
         if match:
             result = _result_line(match, stripped, number, problems)
             if result:
                 results.append(result)
+                entries.setdefault(result.host, []).append(result)
+                mine["rank"] = result.rank if result.rank is not None else mine["rank"]
+            mine["exception"] = None
+            continue
+        exception = _EXCEPTION.match(stripped)
+        if exception:
+            entry = {"host": exception.group("host"), "error": exception.group("error").strip() or "an exception", "module": None,
+                     "line": number}
+            exceptions.append(entry)
+            entries.setdefault(entry["host"], []).append(entry)
+            mine["exception"] = entry
+            continue
+        frame = _TRACE_EVAL.match(stripped)
+        if frame and mine["exception"] is not None:
+            if frame.group("module") != "base_eval":  # the deepest frame in an evaluation's own module names it
+                mine["exception"]["module"] = frame.group("module")
+            continue
+        found = _SKIPPED.search(stripped)
+        if found:
+            mine["skipped"].append((found.group("name").strip(), found.group("error"), number))
             continue
         verdict = _VERDICT.match(stripped)
         if verdict:
-            verdicts[verdict.group("host")] = (verdict.group("verdict"), number)
+            host, word = verdict.group("host"), verdict.group("verdict")
+            processes += 1
+            skipped.extend((host, mine["rank"], name, error, where) for name, error, where in mine["skipped"])
+            block[label] = {"skipped": [], "rank": None, "exception": None}
+            if host not in verdicts or word == "Cordon":
+                verdicts[host] = (word, number)
+    for label, rest in block.items():  # a block cut off before its verdict: the header names its node
+        if rest["skipped"] and label in node_of:
+            skipped.extend((node_of[label], rest["rank"], name, error, where) for name, error, where in rest["skipped"])
     if problems:
         raise ParseError(problems, "vetnode output")
-    if not results and not verdicts:
+    if not results and not verdicts and not exceptions:
         raise ParseError([(1, None, "no vetnode results: no 'Node: … result:' lines and no Vetted:/Cordon: lines")], "vetnode output")
+    for entry in exceptions:
+        name, kind_type = _exception_names(entry, entries)
+        results.append(Result(host=entry["host"], eval_name=name[:200], eval_type=kind_type[:200], kind="vetnode", status="ERROR",
+                              outcome="fail", message=_raised_message(entry["error"], verdicts.get(entry["host"], ("",))[0] != "Vetted"),
+                              line=entry["line"]))
+    for host, rank, name, error, where in skipped:
+        results.append(Result(host=host, eval_name=name[:200], kind="vetnode", status="UNKNOWN", outcome="unknown", rank=rank,
+                              message=_raised_message(error, False), line=where))
     for host, (verdict, number) in verdicts.items():
         mine = [r for r in results if r.host == host]
         if not mine:
@@ -352,7 +447,29 @@ def parse_vetnode_legacy(text: str) -> Run:
         elif verdict == "Cordon" and not any(r.outcome == "fail" for r in mine):
             results.append(Result(host=host, eval_name="vetnode verdict", kind="vetnode", status="FAILED", outcome="fail",
                                   message="vetnode cordoned the node", line=number))
-    return Run(source="vetnode-legacy", results=results, protocol_name=protocol)
+    warnings = _raised_warnings([(name, error) for _, _, name, error, _ in skipped], processes)
+    return Run(source="vetnode-legacy", results=results, protocol_name=protocol, warnings=warnings)
+
+
+def _exception_names(entry: dict, entries: dict[str, list]) -> tuple[str, str]:
+    """(evaluation name, type) of an evaluation that raised in vetnode 0.0.8, which prints only the error.
+    The traceback's frame in ``vetnode/evaluations/<module>.py`` gives the module, and a result of the same
+    module elsewhere in the output its name; without a traceback, a node that printed a result at the same
+    place (vetnode prints them in the protocol's order) names it."""
+    module = entry["module"]
+    if module:
+        prefix = f"vetnode.evaluations.{module}."
+        for listed in entries.values():
+            for other in listed:
+                if isinstance(other, Result) and other.eval_type.startswith(prefix):
+                    return other.eval_name, other.eval_type
+    mine = entries.get(entry["host"], [])
+    place = next(i for i, item in enumerate(mine) if item is entry)
+    for listed in entries.values():
+        other = listed[place] if len(listed) == len(mine) else None
+        if isinstance(other, Result) and (not module or other.eval_type.startswith(f"vetnode.evaluations.{module}.")):
+            return other.eval_name, other.eval_type
+    return (f"unexpected exception in {module}", f"vetnode.evaluations.{module}") if module else ("unexpected exception", "")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -65,6 +65,87 @@ def test_legacy_vetnode_output_with_vetted_and_cordon_lines():
     assert table(bare) == {("nid000001", None, "vetnode verdict"): "pass", ("nid000002", None, "vetnode verdict"): "fail"}
 
 
+def by_host_and_eval(run):
+    """{(host, eval): sorted outcomes of its ranks}"""
+    out = {}
+    for r in run.results:
+        out.setdefault((r.host, r.eval_name), []).append(r.outcome)
+    return {key: sorted(value) for key, value in out.items()}
+
+
+def test_vetnode_0_0_8_unexpected_exceptions_say_why_the_node_was_cordoned():
+    """Real vetnode 0.0.8 output: an evaluation that raised prints only the error and a traceback, then Cordon."""
+    run = parse(read("vetnode-0.0.8-raised.txt"))
+    assert run.source == "vetnode-legacy" and run.protocol_name == "Belvedere capture"
+    assert run.failed_hosts == ["nid001234", "nid001235"]
+    errors = {(r.host, r.eval_name): r for r in run.results if r.status == "ERROR"}
+    # the traceback's vetnode/evaluations/internet_access.py frame names it; nid001234's result gives its name
+    refused = errors[("nid001235", "Internet-Access")]
+    assert refused.outcome == "fail" and refused.eval_type == "vetnode.evaluations.internet_access.InternetAccessEval"
+    assert refused.message == "raised [Errno 111] Connection refused: vetnode cordoned the node for it"
+    # GPUEval raised on both nodes: no node printed its name, its module says which evaluation it was
+    for host in ("nid001234", "nid001235"):
+        gpu = errors[(host, "unexpected exception in gpu_eval")]
+        assert gpu.eval_type == "vetnode.evaluations.gpu_eval" and "'nvidia-smi'" in gpu.message and gpu.outcome == "fail"
+    assert not [r for r in run.results if r.eval_name == "vetnode verdict"]  # each Cordon is explained by its errors
+    # CUDAEval could not be loaded ("Skipped: CUDA"): vetnode never ran it and did not cordon for it
+    cuda = [r for r in run.results if r.eval_name == "CUDA"]
+    assert {r.host for r in cuda} == {"nid001234", "nid001235"} and {r.outcome for r in cuda} == {"unknown"}
+    assert "No module named 'cuda'" in cuda[0].message
+    assert run.warnings == ["CUDA raised on every rank (problem in vetnode.evaluations.cuda_eval - ModuleNotFoundError: "
+                            "No module named 'cuda'): vetnode skips it and does not cordon the node for it"]
+    assert by_host_and_eval(run)[("nid001234", "Internet-Access")] == ["pass"]
+
+
+def test_vetnode_0_0_8_exception_without_its_traceback_is_named_by_its_place():
+    """srun --error elsewhere: no traceback in the output; the node that printed a result at the same place names it."""
+    text = "\n".join(line for line in read("vetnode-0.0.8-raised.txt").splitlines() if not line.startswith(" "))
+    run = parse(text)
+    errors = {(r.host, r.eval_name) for r in run.results if r.status == "ERROR"}
+    assert errors == {("nid001234", "unexpected exception"), ("nid001235", "unexpected exception"), ("nid001235", "Internet-Access")}
+
+
+def test_vetnode_0_0_13_an_evaluation_that_raised_on_every_rank_is_reported():
+    """Real vetnode 0.0.13 output: a raised evaluation has no result line at all, only Skipped: and ❓, and vetnode
+    says Vetted; nid001235's ranks printed nothing but Skipped lines."""
+    run = parse(read("vetnode-0.0.13-raised.txt"))
+    assert run.source == "vetnode-legacy" and run.failed_hosts == []
+    table_ = by_host_and_eval(run)
+    assert table_ == {("nid001234", "Internet-Access"): ["pass", "pass"], ("nid001234", "Check GPU"): ["unknown", "unknown"],
+                      ("nid001235", "Check GPU"): ["unknown", "unknown"], ("nid001235", "Internet-Access"): ["unknown", "unknown"]}
+    gpu = [r for r in run.results if r.eval_name == "Check GPU"]
+    assert {r.rank for r in gpu if r.host == "nid001234"} == {0, 1}  # the ranks of the block's result lines
+    assert all("[Errno 2] No such file or directory: 'nvidia-smi'" in r.message and "did not cordon" in r.message for r in gpu)
+    assert run.warnings == [
+        "Check GPU raised on every rank ([Errno 2] No such file or directory: 'nvidia-smi'): vetnode skips it and does not cordon the node for it",
+        "Internet-Access raised on 2 of 4 ranks ([Errno 111] Connection refused): vetnode skips it and does not cordon the node for it"]
+
+
+def test_vetnode_0_0_13_with_srun_labels_gives_each_rank_its_own():
+    """srun -l: the label says whose Skipped line it is, however the ranks' lines interleave."""
+    blocks, rank, lines = read("vetnode-0.0.13-raised.txt").splitlines(), 0, []
+    for line in blocks:
+        lines.append(f"{rank}: {line}")
+        rank += line.startswith(("Vetted:", "Cordon:"))
+    interleaved = sorted(lines, key=lambda line: int(line.split(":")[0]) % 2)  # ranks 0 and 2 first, then 1 and 3
+    labelled = parse("\n".join(interleaved))
+    assert by_host_and_eval(labelled) == by_host_and_eval(parse(read("vetnode-0.0.13-raised.txt")))
+    assert by_host_and_eval(labelled)[("nid001235", "Internet-Access")] == ["unknown", "unknown"]
+    assert {r.rank for r in labelled.results if r.host == "nid001234" and r.eval_name == "Check GPU"} == {0, 1}
+
+
+@pytest.mark.parametrize("name", ["vetnode-0.1.5-raised-verbose-srun.txt", "vetnode-0.1.5-raised-plain.txt"])
+def test_vetnode_0_1_5_an_evaluation_that_raised_is_unknown_on_each_rank_it_raised(name):
+    """Real vetnode 0.1.5 output, with and without --verbose: Check GPU raised on every rank, Internet-Access on
+    nid001235's ranks; nothing of either is dropped and nothing is a pass that raised."""
+    run = parse(read(name))
+    assert run.source == "vetnode" and run.failed_hosts == []
+    assert by_host_and_eval(run) == {
+        ("nid001234", "Check GPU"): ["unknown", "unknown"], ("nid001234", "Internet-Access"): ["pass", "pass"],
+        ("nid001235", "Check GPU"): ["unknown", "unknown"], ("nid001235", "Internet-Access"): ["unknown", "unknown"]}
+    assert all("'nvidia-smi'" in r.message for r in run.results if r.eval_name == "Check GPU")
+
+
 def test_srun_labels_and_colours_are_understood():
     labelled = "\n".join(f"{i % 8}: \x1b[32m{line}\x1b[0m" for i, line in enumerate(read("vetnode-0.1.5-verbose-srun.txt").splitlines()))
     assert table(parse(labelled)) == table(parse(read("vetnode-0.1.5-verbose-srun.txt")))
