@@ -31,12 +31,17 @@ def sources(db, make_user):
         JobSaturation.objects.create(job=row, status="ready", computed=now, **saturation)
         return row
 
-    # 8 GPUs, 6 idle, for 10 h: the idle ones lose 60 GPU-hours, the 2 busy ones (S_busy = 0.2 * 8 / 2 = 0.8) 4 more.
-    idle = job(1001, "data-prep-1", 8, 10.0, score=20.0, idle_gpus=6)
-    # 4 GPUs at S = 10 for 2 h: 4 * 2 * 0.9 = 7.2 GPU-hours lost.
-    slow = job(1002, "eval-small", 4, 2.0, score=10.0, idle_gpus=0)
+    def gpus(host, n, busy, score):
+        return [{"host": host, "gpu": i, "busy": busy, "score": score} for i in range(n)]
+
+    # 8 GPUs, 6 idle, for 10 h: the idle ones lose 60 GPU-hours, the 2 busy ones (busy 0.8) 2 * 10 * 0.2 = 4 more.
+    idle = job(1001, "data-prep-1", 8, 10.0, score=20.0, idle_gpus=6,
+               per_gpu=gpus("nid001001", 6, 0.0, 0.0) + gpus("nid001001", 2, 0.8, 80.0)[:2])
+    # 4 GPUs at S = 10 (wasteful by its low steady score), busy 95 % of the time, for 2 h: 4 * 2 * 0.05 = 0.4 GPU-hours
+    # lost; its distance to saturation is headroom.
+    slow = job(1002, "eval-small", 4, 2.0, score=10.0, idle_gpus=0, per_gpu=gpus("nid001002", 4, 0.95, 10.0))
     # Saturated, but with a straggler: not wasteful.
-    busy = job(1003, "megatron", 16, 5.0, score=80.0, idle_gpus=0,
+    busy = job(1003, "megatron", 16, 5.0, score=80.0, idle_gpus=0, per_gpu=gpus("nid001003", 16, 1.0, 80.0),
                stragglers=[{"level": "node", "host": "nid000003", "reason": "nid000003: SM clock 20 % below its peers for 40 min"}])
     rules_ensure_built_in()
     rule = Rule.objects.get(slug="vetting-failures-30d")

@@ -21,7 +21,7 @@ def test_list_is_ranked_and_filtered(synced, api_client):
     body = api_client.get("/api/v1/staff/triage/").json()
     assert [item["key"] for item in body["results"][:2]] == ["wasteful_job:alps/1001", "wasteful_job:alps/1002"]
     assert body["counts"]["open"] == 7 and body["counts"]["by_kind"]["failing_node"]["new"] == 1
-    assert body["counts"]["gpu_hours_lost_open"] == pytest.approx(64.0 + 7.2, abs=0.1)
+    assert body["counts"]["gpu_hours_lost_open"] == pytest.approx(64.0 + 0.4, abs=0.1)
     assert body["results"][0]["job"] == "alps/1001" and body["results"][0]["owner"] == "alice (a-llm01)"
     nodes = api_client.get("/api/v1/staff/triage/?kind=failing_node").json()["results"]
     assert [item["key"] for item in nodes] == ["failing_node:nid000777"]

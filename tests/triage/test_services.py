@@ -26,7 +26,7 @@ def test_sync_finds_every_kind_and_ranks_wasteful_jobs_by_gpu_hours_lost(sources
     # Hand-computed: 6 idle GPUs x 10 h whole, 2 busy GPUs x 10 h x (1 - 0.8).
     assert idle.gpu_hours_lost == pytest.approx(64.0, abs=0.05)
     assert idle.owner == "alice (a-llm01)" and idle.job == sources["idle"] and idle.url == "/jobs/alps/1001/"
-    assert TriageItem.objects.get(key="wasteful_job:alps/1002").gpu_hours_lost == pytest.approx(7.2, abs=0.01)
+    assert TriageItem.objects.get(key="wasteful_job:alps/1002").gpu_hours_lost == pytest.approx(0.4, abs=0.01)
     assert "megatron" not in " ".join(keys()[:2])  # saturated: not wasteful, only its straggler
     straggler = TriageItem.objects.get(key="straggler:alps/1003")
     assert "SM clock 20 % below" in straggler.detail
@@ -44,7 +44,8 @@ def test_sync_uses_the_shared_waste_rule_and_the_settings(sources, settings):
     triage_sync()
     item = TriageItem.objects.get(key="wasteful_job:alps/1001")
     assert item.state == "resolved" and item.note == "cleared at source"
-    waste = gpu_hours_lost(10.0, 8, score=20.0, idle_gpus=6)
+    waste = gpu_hours_lost(10.0, 8, per_gpu=sources["idle"].saturation.per_gpu)
+    assert waste.lost == pytest.approx(64.0)
     assert item.gpu_hours_lost == pytest.approx(waste.lost, abs=0.05)  # the last value it had at source
 
 
@@ -179,3 +180,32 @@ def test_a_switch_level_straggler_keeps_the_hosts_behind_the_switch(sources):
     triage_sync()
     item = TriageItem.objects.get(key="straggler:alps/1003")
     assert item.data["hosts"] == ["nid000003", "nid000020", "nid000021"]
+
+
+def test_no_verdict_while_a_job_warms_up(sources, settings):
+    """Issue 35, item 2: a job 3.5 minutes into its run (S 13 over its warm-up; 67 once steady) was listed as
+    wasteful. Until its scoring sees the steady state start it gets no inbox item; once it does, the verdict comes
+    from its steady numbers; a job whose GPUs never get busy is idle after SATURATION_WARMUP_MAX_SECONDS."""
+    from apps.jobs.models import Job
+    from apps.saturation.models import JobSaturation
+
+    now = timezone.now()
+    start = now - timedelta(minutes=3.5)
+    new = Job.objects.create(cluster=sources["idle"].cluster, job_id=1010, name="megatron-new", user_name="alice",
+                             account="a-llm01", state="RUNNING", submit_time=start, start_time=start, gpus=8,
+                             node_list=["nid001010"])
+    rows = [{"host": "nid001010", "gpu": i, "busy": 0.45, "score": 13.0} for i in range(8)]
+    record = JobSaturation.objects.create(job=new, status="ready", computed=now, score=13.0, per_gpu=rows,
+                                          steady_found=False, steady_start=start, scored_until=now)
+    triage_sync()
+    assert "wasteful_job:alps/1010" not in keys()
+    settings.SATURATION_WARMUP_MAX_SECONDS = 120  # past the longest warm-up: no longer warming up
+    triage_sync()
+    assert "wasteful_job:alps/1010" in keys()
+    settings.SATURATION_WARMUP_MAX_SECONDS = 1800
+    record.steady_found = True  # steady now, at S 67 and busy
+    record.score = 67.0
+    record.per_gpu = [{**row, "busy": 0.99, "score": 67.0} for row in rows]
+    record.save()
+    triage_sync()
+    assert TriageItem.objects.get(key="wasteful_job:alps/1010").state == "resolved"
