@@ -433,9 +433,24 @@ def notify_recommendation(recommendation: Recommendation) -> None:
 
 
 class IngestRefused(PermissionError):
-    def __init__(self, message: str, status: int = 403):
+    def __init__(self, message: str, status: int = 403, field: str | None = None):
         super().__init__(message)
         self.status = status
+        self.field = field
+
+
+def run_check_window(run: Run, token_job) -> None:
+    """A job token's run must be dated inside its job's write window (``Job.write_window``: the run time ±
+    JOB_WRITE_MARGIN_MINUTES), as every other write of a job token: ``started`` and ``ended`` outside it are a
+    400 naming the field and the window. A run without times is dated when it is stored. Others are not bounded
+    (staff and service accounts import history)."""
+    if token_job is None:
+        return
+    window = token_job.write_window()
+    for field in ("started", "ended"):
+        moment = getattr(run, field)
+        if moment is not None and (reason := window.refusal(moment, field)) is not None:
+            raise IngestRefused(reason, status=400, field=field)
 
 
 def run_target(user, token_job, *, cluster_name: str | None, job_id: int | None):

@@ -105,9 +105,6 @@ class Case:
     marks: tuple = ()
 
 
-VETTING_ELSEWHERE = pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="apps/vetting is another engineer's part of issue 33: its run_target/run_store must apply "
-                        "Job.write_window to the run's 'started' (remove this mark when it does)")
 TIMELESS_VETTING = "vetnode and dcgmi diag output carry no time: the run is dated when it is stored"
 
 #: (METHOD, path as the schema writes it, format or None) -> how its times are bounded.
@@ -124,9 +121,9 @@ WRITES: dict[tuple[str, str, str | None], Case] = {
     ("POST", "/api/v1/jobs/{cluster}/{job_id}/report/", None): Case("timeless", why="asks for a build"),
     ("PUT", "/api/v1/jobs/{cluster}/{job_id}/layout/", None): Case("timeless", why="parallel sizes and a rank map"),
     ("POST", "/api/v1/jobs/{cluster}/{job_id}/layout/log/", None): Case("timeless", why="the layout read from a log"),
-    ("POST", "/api/v1/vetting/runs/", None): Case("refused", _vetting_run, "started", marks=(VETTING_ELSEWHERE,)),
-    ("POST", "/api/v1/vetting/import/", "json"): Case("refused", _vetting_import_json, "started", marks=(VETTING_ELSEWHERE,)),
-    ("POST", "/api/v1/vetting/import/", "auto"): Case("refused", _vetting_import_json, "started", marks=(VETTING_ELSEWHERE,)),
+    ("POST", "/api/v1/vetting/runs/", None): Case("refused", _vetting_run, "started"),
+    ("POST", "/api/v1/vetting/import/", "json"): Case("refused", _vetting_import_json, "started"),
+    ("POST", "/api/v1/vetting/import/", "auto"): Case("refused", _vetting_import_json, "started"),
     ("POST", "/api/v1/vetting/import/", "vetnode"): Case("timeless", why=TIMELESS_VETTING),
     ("POST", "/api/v1/vetting/import/", "vetnode-legacy"): Case("timeless", why=TIMELESS_VETTING),
     ("POST", "/api/v1/vetting/import/", "dcgm-diag"): Case("timeless", why=TIMELESS_VETTING),

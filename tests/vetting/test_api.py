@@ -108,6 +108,34 @@ def test_a_run_document_time_outside_the_years_is_a_400_naming_it(api_client, jo
     assert not VettingRun.objects.exists()
 
 
+def test_a_job_token_run_must_be_dated_in_its_job_s_window_staff_history_need_not(api_client, job, people):
+    """Issue 33, finding 2: a job token posted vetting runs with any started/ended. Its run's times must fall in the
+    job's write window (a 400 naming the field and the window, nothing stored); staff still import old history."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.jobs.services import job_token_issue
+
+    def document(**times):
+        return {"source": "health", "job_id": job.job_id, "cluster": "alps", **times,
+                "results": [{"hostname": "nid001234", "check": "check_gpu_xid", "exit_code": 0}]}
+
+    now = timezone.now()
+    inside = {"started": (now - timedelta(minutes=5)).isoformat(), "ended": now.isoformat()}
+    api_client.credentials(HTTP_AUTHORIZATION=f"JobToken {job_token_issue(job, 'test')}")
+    assert api_client.post("/api/v1/vetting/runs/", document(**inside), format="json").status_code == 201
+    late = api_client.post("/api/v1/vetting/runs/", document(**{**inside, "ended": "2100-01-01T00:00:00Z"}), format="json")
+    assert late.status_code == 400, late.content
+    [error] = late.json()["errors"]
+    assert error["field"] == "ended" and error["message"].startswith("ended: 2100-01-01T00:00:00Z is outside the job's write window ")
+    assert "the job's run time until now" in error["message"] and VettingRun.objects.count() == 1
+    api_client.credentials()
+    api_client.force_authenticate(people["ops"])
+    history = api_client.post("/api/v1/vetting/runs/", document(started="2020-01-01T00:00:00Z"), format="json")
+    assert history.status_code == 201, history.content
+
+
 def test_results_show_whose_job_only_to_those_who_may_see_it(api_client, job, people):
     from apps.jobs.services import job_token_issue
 

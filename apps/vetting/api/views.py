@@ -27,7 +27,7 @@ from ..records import ParseError
 from ..scontrol import ActionRefused
 from ..selectors import job_visibility, open_recommendations, restrict_private_filters, results_for_user, runs_for_user
 from ..services import (ActionFailed, IngestRefused, RuleInvalid, node_act, protocol_hash, recommendation_resolve, rule_save,
-                        rules_ensure_built_in, run_store, run_target)
+                        rules_ensure_built_in, run_check_window, run_store, run_target)
 from .openapi import ProtocolValidateResponse, VettingNodeActionResponse, VettingNodeResponse, VettingRunStoredResponse
 from .serializers import (NodeActionSerializer, NodeHealthEventSerializer, NodeHealthSerializer, RecommendationResolveSerializer,
                           RecommendationSerializer, RuleSerializer, RuleWriteSerializer, VettingResultSerializer,
@@ -70,10 +70,13 @@ def _parse_problems(exc: ParseError) -> InputError:
 
 
 def _store(request, run, *, cluster_name, job_id):
+    job_of_token = token_job(request)
     try:
-        cluster, job, submitter = run_target(request.user, token_job(request), cluster_name=cluster_name, job_id=job_id)
+        cluster, job, submitter = run_target(request.user, job_of_token, cluster_name=cluster_name, job_id=job_id)
+        run_check_window(run, job_of_token)
     except IngestRefused as exc:
-        raise InputError(str(exc), status_code=exc.status) from exc
+        errors = [ErrorItem(message=str(exc), field=exc.field)] if exc.field else None
+        raise InputError(str(exc), errors, status_code=exc.status) from exc
     stored = run_store(run, cluster=cluster, job=job, submitter=submitter)
     return Response({"run": stored.pk, "source": stored.source, "hosts": run.hosts, "failed_hosts": run.failed_hosts,
                      "results": len(run.results), "failed_results": stored.results_failed, "warnings": run.warnings,
