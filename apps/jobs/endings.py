@@ -80,8 +80,8 @@ def ending(*, state: str, exit_code: int | None = None, signal: int | None = Non
     step_words = ""
     if failed_step is not None:
         name = f" ({failed_step.name})" if failed_step.name and failed_step.name != failed_step.step_id else ""
-        step_words = (f" Step {failed_step.step_id}{name} ended {failed_step.state.lower() or 'badly'}"
-                      + (f" with exit code {failed_step.exit_code}" if failed_step.exit_code not in (None, 0) else "") + ".")
+        step_words = (f" Step {failed_step.step_id}{name}: {failed_step.state.lower().replace('_', ' ') or 'ended badly'}"
+                      + (f", exit code {failed_step.exit_code}" if failed_step.exit_code not in (None, 0) else "") + ".")
 
     if state == "COMPLETED" and not code and not sig:
         return None

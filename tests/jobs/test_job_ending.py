@@ -21,7 +21,7 @@ def test_exit_code_2_is_a_usage_error_and_critical():
                    steps=[Step("batch", "batch", "COMPLETED", 0), Step("0", "python", "FAILED", 2)])
     assert found.level == "critical"
     assert found.title == "The job failed at 14:02 UTC after 3 min: exit code 2."
-    assert "usage error" in found.cause and "Step 0 (python) ended failed with exit code 2" in found.cause
+    assert "usage error" in found.cause and "Step 0 (python): failed, exit code 2." in found.cause
     assert found.facts == ["exit code 2"]
 
 
