@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from apps.saturation.waste import IDLE_BUSY, Waste
+from apps.saturation.waste import IDLE_BUSY, LOSS_WORDS, Waste
 
 SUBJECT_PREFIX = "[Belvedere]"
 # What a unit that limits a *low* score says about the job (the saturation app's limiter keys).
@@ -100,17 +100,24 @@ def wasteful_message(job: JobFacts, waste: Waste, thresholds: Thresholds) -> Mes
         headline = f"saturation {job.score:.0f} of 100" if job.score is not None else "GPUs far from saturation"
     subject = f"{SUBJECT_PREFIX} {_job_words(job)} wastes GPUs: {headline}"
     lines = [f"Hello {job.user_name},", "",
-             f"your running {_job_words(job)} on {_gpus(job.gpus)} is wasting most of what it holds.", ""]
+             f"your running {_job_words(job)} on {_gpus(job.gpus)} "
+             + ("is losing much of what it holds." if mostly_idle or (waste.share or 0) >= thresholds.idle_share else
+                "runs far from what its GPUs can do in its steady state."), ""]
     lines.append("What we see:")
     if job.score is not None:
-        lines.append(f"  - GPU saturation {job.score:.0f} of 100 (a job is flagged under {thresholds.score_below:.0f}): "
-                     "how close the GPUs run to what their busiest unit can do, averaged over all GPUs.")
+        lines.append(f"  - GPU saturation {job.score:.0f} of 100 in its steady state (a job is flagged under "
+                     f"{thresholds.score_below:.0f}): how close the GPUs run to what their busiest unit can do, averaged "
+                     "over all GPUs.")
     if idle:
         lines.append(f"  - {idle:,} of {_gpus(job.gpus)} idle (busy less than {IDLE_BUSY:.0%} of the time).")
     lost = f"{waste.lost:,.1f}"
     lines.append(f"  - {lost} GPU-hours lost so far of {waste.gpu_hours:,.1f} held in {duration_words(job.hours)}"
                  + (f" (idle GPUs count whole: {waste.idle_gpu_hours:,.1f})" if waste.idle_gpu_hours else "")
-                 + (f"; {waste.unknown_gpus:,} GPUs without a score are not counted" if waste.unknown_gpus else "") + ".")
+                 + (f"; {waste.unknown_gpus:,} GPUs without a busy share are not counted" if waste.unknown_gpus else "") + ".")
+    if waste.headroom:
+        lines.append(f"  - {waste.headroom:,.1f} GPU-hours of headroom: what reaching the typical score of good jobs on "
+                     "the same GPU model would gain (not a loss).")
+    lines.append(f"    ({LOSS_WORDS})")
     lines += ["", f"The job's page: {job.link}", "", "What to do:"]
     steps = []
     if idle:

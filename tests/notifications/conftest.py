@@ -69,14 +69,18 @@ def running_job():
     from apps.saturation.models import JobSaturation
 
     def make(account: str, user_name: str, job_id: int, *, score=12.0, idle_gpus=0, stragglers=(), gpus=16, state="RUNNING",
-             cluster="alps"):
+             cluster="alps", busy=0.9, steady_found=True):
         now = timezone.now()
         job = Job.objects.create(cluster=Cluster.objects.get_or_create(name=cluster)[0], job_id=job_id, name=f"train-{job_id}",
                                  user_name=user_name, account=account, state=state, gpus=gpus,
                                  submit_time=now - timedelta(hours=3, minutes=5), start_time=now - timedelta(hours=3),
                                  node_list=[f"nid{job_id % 1000:03d}{n:03d}" for n in range(gpus // 4)])
+        hosts = job.node_list
+        per_gpu = [{"host": hosts[i // 4] if hosts else "", "gpu": i % 4, "busy": 0.0 if i < idle_gpus else busy,
+                    "score": 0.0 if i < idle_gpus else score} for i in range(gpus)]  # busy: the working GPUs' busy share
         JobSaturation.objects.create(job=job, status="ready", computed=now, score=score, idle_gpus=idle_gpus,
-                                     limiter="pcie", stragglers=list(stragglers))
+                                     limiter="pcie", stragglers=list(stragglers), per_gpu=per_gpu, steady_found=steady_found,
+                                     steady_start=job.start_time, scored_until=now)
         return job
 
     return make

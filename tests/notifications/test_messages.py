@@ -17,13 +17,17 @@ def facts(**changes) -> JobFacts:
 
 def test_a_low_score_mail_names_the_job_its_numbers_link_and_the_data_loader():
     job = facts()
-    waste = gpu_hours_lost(job.hours, job.gpus, score=job.score, idle_gpus=job.idle_gpus)
+    rows = [{"busy": 0.9, "score": 12.0}] * 16
+    waste = gpu_hours_lost(job.hours, job.gpus, score=job.score, per_gpu=rows, reference=70.0)
     message = wasteful_message(job, waste, LIMITS)
     assert "alps/4711" in message.subject and "saturation 12 of 100" in message.subject
     assert LINK in message.body
     assert "16 GPUs" in message.body and "saturation 12 of 100" in message.body
-    # 16 GPUs × 3 h × (1 − 0.12) = 42.24 GPU-hours lost of 48 held
-    assert "42.2 GPU-hours lost so far of 48.0 held in 3 h" in message.body
+    # 16 GPUs × 3 h × (1 − 0.9) = 4.8 GPU-hours lost of 48 held: only the time without work (issue 35)
+    assert "4.8 GPU-hours lost so far of 48.0 held in 3 h" in message.body
+    # headroom to the reference 70: 16 × 3 × (0.7 × 0.9 − 0.12) = 24.48, and the rule's words
+    assert "24.5 GPU-hours of headroom" in message.body and "(not a loss)" in message.body
+    assert "measurably lost" in message.body and "wasting most" not in message.body
     assert "data loader" in message.body and "pin_memory" in message.body  # PCIe-bound: the host transfers
     assert "scancel" not in message.body  # no idle GPUs: cancelling is not the advice
     assert "a-llm01" in message.body and "https://belvedere.example/notifications/" in message.body
@@ -44,7 +48,7 @@ def test_unknown_gpus_are_said_not_guessed():
     job = facts(score=None, idle_gpus=8, gpus=16)
     waste = gpu_hours_lost(job.hours, job.gpus, score=None, idle_gpus=8)
     body = wasteful_message(job, waste, LIMITS).body
-    assert "8 GPUs without a score are not counted" in body and "saturation" not in body.split("What we see:")[1].split("\n")[1]
+    assert "8 GPUs without a busy share are not counted" in body and "saturation" not in body.split("What we see:")[1].split("\n")[1]
 
 
 def test_a_straggler_mail_names_the_gpu_how_long_and_the_exclude_line():

@@ -261,10 +261,10 @@ def test_the_staff_digest_lists_the_inbox_once_per_period(smtp_settings, running
     assert sorted(mail["to"]) == ["hpc@example.org", "ops@example.org"]
     assert mail["subject"] == "[Belvedere] triage: 2 items need a person"
     body = mail["body"]
-    # By GPU-hours lost, most first: S 8 on 16 GPUs for 3 h loses 48 × 0.92 = 44.2; 12 idle GPUs of 16 lose 36 (whole),
-    # the 4 busy ones carry S 45 × 16 / 4 > 100: nothing more.
-    assert body.index("alps/9102") < body.index("alps/9101")
-    assert "44.2 GPU-hours lost [lee (a-any)]" in body and "36.0 GPU-hours lost [kim (a-any)]" in body
+    # By GPU-hours lost, most first (issue 35): 12 idle GPUs of 16 lose 36 (whole) and the 4 busy ones (busy 0.9) 1.2;
+    # S 8 on 16 GPUs busy 0.9 for 3 h loses only their time without work, 48 × 0.1 = 4.8 (the rest is headroom).
+    assert body.index("alps/9101") < body.index("alps/9102")
+    assert "37.2 GPU-hours lost [kim (a-any)]" in body and "4.8 GPU-hours lost [lee (a-any)]" in body
     assert "alps/9103" not in body and "alps/9104" not in body
     assert "https://belvedere.example/staff/triage/" in body and "https://belvedere.example/jobs/alps/9102/" in body
     assert f"Rebuilt from its sources at {now:%Y-%m-%d %H:%M} UTC" in body
@@ -301,3 +301,25 @@ def test_the_demo_part_opts_the_demo_researchers_projects_in(make_user, running_
     assert sorted(ProjectNotifications.objects.filter(waste=True, straggler=True).values_list("project__slurm_account", flat=True)) \
         == ["a-bio06", "a-llm01"]
     assert summary == {"projects opted in": 2, "running jobs watched": 1, "wasteful now": 1, "with stragglers": 0}
+
+
+def test_no_mail_while_a_job_warms_up(smtp_settings, make_user, running_job, opted_in):
+    """Issue 35, item 2: a job was mailed "wastes GPUs: saturation 13 of 100" 3.5 minutes after it started (steady score
+    67). Until its scoring sees the steady state start, no mail; its steady numbers decide once it does."""
+    from apps.saturation.models import JobSaturation
+
+    inbox = smtp_settings
+    user = make_user("fay")
+    user.email = "fay@example.org"
+    user.save()
+    opted_in("a-warm")
+    job = running_job("a-warm", "fay", 7001, score=13.0, busy=0.45, steady_found=False)
+    job.start_time = timezone.now() - timedelta(minutes=3, seconds=30)
+    job.save(update_fields=["start_time"])
+    assert notify_running_jobs()["sent"] == 0 and inbox.messages == []
+    record = JobSaturation.objects.get(job=job)
+    steady_rows = [{**row, "busy": 0.99, "score": 67.0} for row in record.per_gpu]
+    JobSaturation.objects.filter(job=job).update(steady_found=True, score=67.0, per_gpu=steady_rows)  # warmed up: healthy
+    assert notify_running_jobs()["sent"] == 0 and inbox.messages == []
+    JobSaturation.objects.filter(job=job).update(score=13.0)  # the same low score in the steady state is mailed
+    assert notify_running_jobs()["sent"] == 1
