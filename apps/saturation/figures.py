@@ -30,12 +30,8 @@ def bands(cube: SaturationCube) -> go.Figure:
             lowest, highest = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
         name = METRICS[metric].title
         visible = True if metric == "S" else "legendonly"
-        # The band's edges are drawn (dotted) so a narrow band still shows beside the median's line.
-        figure.add_trace(go.Scatter(x=times, y=high.tolist(), line={"width": 1, "dash": "dot", "color": colour}, showlegend=False,
-                                    hoverinfo="skip", legendgroup=metric, visible=visible))
-        figure.add_trace(go.Scatter(x=times, y=low.tolist(), fill="tonexty", line={"width": 1, "dash": "dot", "color": colour},
-                                    legendgroup=metric, fillcolor=_alpha(colour, 0.3), name=f"{name}: 10-90 %", visible=visible,
-                                    hoverinfo="skip"))
+        for trace in band_traces(times, low, high, colour, f"{name}: 10-90 %", metric, visible, 0.3):
+            figure.add_trace(trace)
         figure.add_trace(go.Scatter(x=times, y=mid.tolist(), line={"color": colour, "width": 2}, name=f"{name}: median",
                                     legendgroup=metric, visible=visible,
                                     customdata=np.stack([lowest, highest], axis=1).round(3).tolist(),
@@ -44,10 +40,45 @@ def bands(cube: SaturationCube) -> go.Figure:
     if cube.warmup_end is not None and len(times) and cube.warmup_end > cube.bin_starts[0]:
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": times[0], "x1": _stamp(cube.warmup_end), "y0": 0, "y1": 1,
                        "fillcolor": "rgba(120,120,120,0.12)", "line": {"width": 0}})
-    figure.update_layout(margin={"l": 50, "r": 10, "t": 10, "b": 40}, height=320, yaxis={"range": [0, 1.02], "title": "fraction of ceiling"},
-                         legend={"orientation": "h", "y": -0.2, "font": {"size": 10}, "entrywidth": 0.5, "entrywidthmode": "fraction"},
-                         plot_bgcolor="white", hovermode="x unified", shapes=shapes, template="none")
+    figure.update_layout(margin={"l": 50, "r": 10, "t": 10, "b": 40}, height=360, yaxis={"range": [0, 1.02], "title": "fraction of ceiling"},
+                         legend=LEGEND_ABOVE, plot_bgcolor="white", hovermode="x unified", shapes=shapes, template="none")
     return figure
+
+
+# Above the plot, outside it: a legend below the plot covered the time axis (its ticks and the date under them).
+# Plotly widens the top margin to fit it, however many rows it wraps into at the figure's width.
+LEGEND_ABOVE = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom", "font": {"size": 10}}
+
+
+def band_runs(low, high) -> list[tuple[int, int]]:
+    """(first, last) bin of each run of bins where both edges of a band are known."""
+    known = np.isfinite(np.asarray(low, dtype=float)) & np.isfinite(np.asarray(high, dtype=float))
+    edges = np.diff(np.concatenate(([0], known.astype("int8"), [0])))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), (np.flatnonzero(edges == -1) - 1).tolist()))
+
+
+def band_traces(times: list, low, high, colour: str, name: str, group: str, visible, alpha: float) -> list[go.Scatter]:
+    """A band between ``low`` and ``high`` (per bin, NaN where unknown): the fill as one closed polygon per run of
+    known bins (the upper edge forwards, the lower edge back), the runs separated by gaps in one trace, and both
+    edges dotted, broken where a bin is unknown. Plotly's fill="tonexty" between two traces with gaps bridged a
+    missing bin and drew wedges between unrelated points; a polygon fills exactly the band and nothing else."""
+    low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    xs: list = []
+    ys: list = []
+    for first, last in band_runs(low, high):
+        if xs:
+            xs.append(None)
+            ys.append(None)
+        span = slice(first, last + 1)
+        xs += times[span] + times[span][::-1]
+        ys += high[span].tolist() + low[span][::-1].tolist()
+    edge = {"width": 1, "dash": "dot", "color": colour}
+    # The band's edges are drawn (dotted) so a narrow band still shows beside the median's line.
+    return [go.Scatter(x=xs, y=ys, fill="toself", fillcolor=_alpha(colour, alpha), mode="lines", line={"width": 0},
+                       name=name, legendgroup=group, visible=visible, hoverinfo="skip"),
+            *(go.Scatter(x=times, y=[None if not np.isfinite(v) else float(v) for v in edge_values], mode="lines",
+                         line=edge, connectgaps=False, showlegend=False, legendgroup=group, visible=visible,
+                         hoverinfo="skip") for edge_values in (high, low))]
 
 
 def utilisation_vs_saturation(per_gpu: list[dict]) -> go.Figure:

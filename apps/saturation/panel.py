@@ -26,10 +26,12 @@ from apps.core.panels import Fact, Finding, PanelSummary
 from apps.jobs.products import NOT_STARTED
 from apps.topology.links import job_focus_url
 
-from .figures import bands, utilisation_vs_saturation
+from .figures import LEGEND_ABOVE, band_traces, bands, utilisation_vs_saturation
 from .choices import JobSaturationStatusChoices as Status
 from .models import JobSaturation
 from .products import METRICS, SORTS, SaturationCube
+from .selectors import record_warming_up
+from .waste import WARMING_UP_WORDS
 from .scoring import LIMITED_LABEL
 
 LIMITER_WORDS = {"tensor": "tensor cores", "fp64": "FP64 pipes", "fp32": "FP32 pipes", "fp16": "FP16 pipes",
@@ -39,7 +41,7 @@ SORT_WORDS = {"rank": "rank", "node": "node", "pp": "pipeline stage", "dp": "dat
 TABLE_ROWS = 50  # the per-GPU table on the page: stragglers first, then the least saturated; the download has all
 LIGHT_FIELDS = ("id", "job_id", "status", "message", "scoring_since", "computed", "score", "compute", "memory", "link",
                 "limiter", "labels", "flags", "idle_gpus", "energy_j", "energy_low_j", "window_start", "window_end",
-                "steady_start", "samples", "stragglers", "product", "gpu_model", "step_seconds")
+                "steady_start", "steady_found", "scored_until", "samples", "stragglers", "product", "gpu_model", "step_seconds")
 ACTIONS = {
     "tensor": "Close to the tensor-core roof: larger batches or FP8 are what is left.",
     "dram": "Memory-bandwidth bound: fuse kernels, use larger tiles or activation recomputation less.",
@@ -247,6 +249,11 @@ def summary(job) -> PanelSummary | None:
         reason = why_no_score(job, record)
         part.facts.append(Fact("Saturation", "no score", reason, "info", "fact-saturation"))
         return part
+    if record_warming_up(job, record):
+        # No verdict before the steady state is known (issue 35): the score so far is the warm-up's.
+        part.facts.append(Fact("Saturation", "warming up", f"{WARMING_UP_WORDS}; {_freshness(record)}", "info",
+                               "fact-saturation"))
+        return part
     if is_limited(record):
         return _limited_summary(job, record, part)
     limiter = LIMITER_WORDS.get(record.limiter, record.limiter or "nothing")
@@ -384,10 +391,8 @@ def limited_bands(cube: SaturationCube):
         with np.errstate(all="ignore"):
             low, mid, high = (np.nanpercentile(values.astype(float), q, axis=0) for q in (10, 50, 90))
         name, visible = METRICS[metric].title, True if metric == "busy" else "legendonly"
-        figure.add_trace(go.Scatter(x=times, y=high.tolist(), line={"width": 1, "dash": "dot", "color": colour}, showlegend=False,
-                                    hoverinfo="skip", legendgroup=metric, visible=visible))
-        figure.add_trace(go.Scatter(x=times, y=low.tolist(), fill="tonexty", line={"width": 1, "dash": "dot", "color": colour},
-                                    legendgroup=metric, name=f"{name}: 10-90 %", visible=visible, hoverinfo="skip", opacity=0.5))
+        for trace in band_traces(times, low, high, colour, f"{name}: 10-90 %", metric, visible, 0.3):
+            figure.add_trace(trace)
         figure.add_trace(go.Scatter(x=times, y=mid.tolist(), line={"color": colour, "width": 2}, name=f"{name}: median",
                                     legendgroup=metric, visible=visible,
                                     hovertemplate="median %{y:.3f}<extra>" + name + "</extra>"))
@@ -396,9 +401,8 @@ def limited_bands(cube: SaturationCube):
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": times[0],
                        "x1": str(np.datetime_as_string(cube.warmup_end, unit="s")) + "Z", "y0": 0, "y1": 1,
                        "fillcolor": "rgba(120,120,120,0.12)", "line": {"width": 0}})
-    figure.update_layout(margin={"l": 50, "r": 10, "t": 10, "b": 40}, height=320, yaxis={"range": [0, 1.02], "title": "fraction"},
-                         legend={"orientation": "h", "y": -0.2, "font": {"size": 10}, "entrywidth": 0.5, "entrywidthmode": "fraction"},
-                         plot_bgcolor="white", hovermode="x unified", shapes=shapes, template="none")
+    figure.update_layout(margin={"l": 50, "r": 10, "t": 10, "b": 40}, height=360, yaxis={"range": [0, 1.02], "title": "fraction"},
+                         legend=LEGEND_ABOVE, plot_bgcolor="white", hovermode="x unified", shapes=shapes, template="none")
     return figure
 
 
