@@ -26,7 +26,7 @@ from apps.core.panels import Fact, Finding, PanelSummary
 from apps.jobs.products import NOT_STARTED
 from apps.topology.links import job_focus_url
 
-from .figures import bands, utilisation_vs_saturation
+from .figures import LEGEND_ABOVE, band_traces, bands, utilisation_vs_saturation
 from .choices import JobSaturationStatusChoices as Status
 from .models import JobSaturation
 from .products import METRICS, SORTS, SaturationCube
@@ -391,10 +391,8 @@ def limited_bands(cube: SaturationCube):
         with np.errstate(all="ignore"):
             low, mid, high = (np.nanpercentile(values.astype(float), q, axis=0) for q in (10, 50, 90))
         name, visible = METRICS[metric].title, True if metric == "busy" else "legendonly"
-        figure.add_trace(go.Scatter(x=times, y=high.tolist(), line={"width": 1, "dash": "dot", "color": colour}, showlegend=False,
-                                    hoverinfo="skip", legendgroup=metric, visible=visible))
-        figure.add_trace(go.Scatter(x=times, y=low.tolist(), fill="tonexty", line={"width": 1, "dash": "dot", "color": colour},
-                                    legendgroup=metric, name=f"{name}: 10-90 %", visible=visible, hoverinfo="skip", opacity=0.5))
+        for trace in band_traces(times, low, high, colour, f"{name}: 10-90 %", metric, visible, 0.3):
+            figure.add_trace(trace)
         figure.add_trace(go.Scatter(x=times, y=mid.tolist(), line={"color": colour, "width": 2}, name=f"{name}: median",
                                     legendgroup=metric, visible=visible,
                                     hovertemplate="median %{y:.3f}<extra>" + name + "</extra>"))
@@ -403,9 +401,8 @@ def limited_bands(cube: SaturationCube):
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": times[0],
                        "x1": str(np.datetime_as_string(cube.warmup_end, unit="s")) + "Z", "y0": 0, "y1": 1,
                        "fillcolor": "rgba(120,120,120,0.12)", "line": {"width": 0}})
-    figure.update_layout(margin={"l": 50, "r": 10, "t": 10, "b": 40}, height=320, yaxis={"range": [0, 1.02], "title": "fraction"},
-                         legend={"orientation": "h", "y": -0.2, "font": {"size": 10}, "entrywidth": 0.5, "entrywidthmode": "fraction"},
-                         plot_bgcolor="white", hovermode="x unified", shapes=shapes, template="none")
+    figure.update_layout(margin={"l": 50, "r": 10, "t": 10, "b": 40}, height=360, yaxis={"range": [0, 1.02], "title": "fraction"},
+                         legend=LEGEND_ABOVE, plot_bgcolor="white", hovermode="x unified", shapes=shapes, template="none")
     return figure
 
 
