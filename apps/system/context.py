@@ -11,7 +11,8 @@ they held and how hard their GPUs worked.
 What this is not: a measurement of the network. The neighbours' load is their GPU saturation (their
 ``link`` component is NVLink / PCIe / NVLink-C2C saturation of their GPUs, a hint of how much they
 communicate) and their share of the group's nodes, never traffic measured on the global links;
-:data:`NOT_MEASURED` says so and names what would measure it.
+:data:`NOT_MEASURED` says so, and where the Slingshot counters Belvedere does read are shown (NIC counters:
+the job's Network panel; switch port counters: the system page).
 
 Plain Python: no Django.
 """
@@ -24,9 +25,12 @@ from typing import Iterable, Mapping, Sequence
 HIGH_LINK = 0.6  # a neighbour whose GPUs' link saturation is at least this communicates heavily
 NOT_MEASURED = ("The neighbours' load shown here is their GPU saturation (their link component is NVLink, PCIe and "
                 "NVLink-C2C saturation of their GPUs: how hard they communicate) and their share of the group's nodes, "
-                "not traffic measured on the dragonfly's global links: Belvedere has no Slingshot network counters yet. "
-                "The Rosetta switches' port counters (bytes, congestion and stalls per global link, read from the "
-                "Slingshot fabric manager) and the Cassini NICs' counters on each node would measure it.")
+                "not traffic measured on the dragonfly's global links. What Belvedere measures of the Slingshot network is "
+                "shown elsewhere: the Cassini NIC counters of each node (this job's own traffic, retried packets and link "
+                "events, per NIC and per group: the Network panel) and, where staff import them from the fabric manager, "
+                "the Rosetta switches' port counters (the load on each global link: the system page). Neither says which "
+                "job loaded a global link: a NIC counts traffic to its own group and to other groups alike, and a switch "
+                "port carries every job's traffic together.")
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,9 @@ def test_the_panel_shows_the_crossing_boundary_the_neighbour_and_the_first_scree
     assert "pretrain-far" not in section and "alps/400" not in section  # another group: not a neighbour
     assert 'data-group="3"' in section and 'data-group="4"' in section and 'data-group="9"' not in section
     assert "not traffic measured on the dragonfly" in section and "Rosetta" in section
+    # Network counters exist (apps/network, switch port counters): the note says where, never that there are none.
+    note = section[section.index('id="context-not-measured"'):]
+    assert "no Slingshot network counters" not in note and "the Network panel" in note and "Cassini NIC counters" in note
     # The first screen (before the panels) carries the warning, without naming the other job.
     first = html[:html.index('id="panel-context"')]
     assert "Your pipeline boundary 0→1 crosses group 3 → 4, where another job (link saturation 91 %" in first
