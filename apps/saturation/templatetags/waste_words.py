@@ -2,6 +2,7 @@
 one sentence with the rest in a tooltip and a link, the words of apps/saturation/waste.py."""
 from django import template
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from apps.saturation.waste import HEADROOM_WORDS, LOSS_HELP_URL, LOSS_WORDS, WARMING_UP_WORDS
 
@@ -13,7 +14,7 @@ def loss_definition(anchor: bool = False):
     """``<p>`` with the loss sentence, the headroom sentence in its tooltip and a link to where both are written out
     (``anchor``: this is that place, the system page)."""
     return format_html('<p class="small muted loss-definition"{}><span title="{}">{}</span> {} <a href="{}">What lost means</a></p>',
-                       ' id="what-lost-means"' if anchor else "", HEADROOM_WORDS, LOSS_WORDS, HEADROOM_WORDS, LOSS_HELP_URL)
+                       mark_safe(' id="what-lost-means"') if anchor else "", HEADROOM_WORDS, LOSS_WORDS, HEADROOM_WORDS, LOSS_HELP_URL)
 
 
 @register.simple_tag
