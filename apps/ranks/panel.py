@@ -25,7 +25,8 @@ from .findings import LINK, SOURCE, layout_words, ranks_summary
 from .rankmap import DIMENSION_LABELS, colour_note, colour_options, grid_selected, rank_figure
 from .ranktable import SPAN_KINDS, analyse_layout, boundary_verdict, stage_replica_grid
 from .selection import read_selections
-from .selectors import JobRanks, LayoutNoLongerFits, job_layout_get, job_ranks
+from .selectors import JobRanks, LayoutNoLongerFits, global_link_loads, job_layout_get, job_ranks
+from .verdicts import crosses_groups, layout_verdicts
 
 SELECTION_FIELDS = ("dp", "pp", "tp")  # the page's fields sel_dp, sel_pp, sel_tp
 PANEL_SPAN_KINDS = tuple(kind for kind in SPAN_KINDS if kind != "dp-cp")  # the page leaves out the combined one
@@ -47,8 +48,9 @@ def _analysis(job) -> dict | None:
     value = None
     if ranks is not None:
         analysis = analyse_layout(ranks.layout, ranks.table, PANEL_SPAN_KINDS)
+        # The table has a row for every kind, an unused one (size 1) saying so; the findings look at the used ones.
         value = {"ranks": ranks, "spans": [span for span in analysis.spans if span.size > 1],
-                 "boundaries": analysis.boundaries}
+                 "all_spans": analysis.spans, "boundaries": analysis.boundaries}
     job._ranks_panel_analysis = {"value": value}
     return value
 
@@ -57,18 +59,27 @@ def selection_sizes(ranks: JobRanks) -> dict[str, int]:
     return {name: ranks.layout.sizes_by_name[name] for name in SELECTION_FIELDS}
 
 
-def span_row(span) -> dict:
+def span_row(span, verdict=None) -> dict:
     """A communicators table row: counts with thousands separators; the network columns empty ("–")
-    when every group stays inside a node."""
+    when every group stays inside a node; the kind's verdict (level and sentence, as the layout API
+    gives them) when known."""
     numbers = {name: f"{getattr(span, name):,}" for name in
                ("groups", "size", "inside_node", "network_groups", "max_nodes", "max_switches", "max_dragonfly_groups",
                 "spanning_groups")}
-    return {"kind": span.kind, "words": span.words, "network": bool(span.network_groups), **numbers}
+    return {"kind": span.kind, "words": span.words, "network": bool(span.network_groups), "used": span.size > 1,
+            "level": verdict.level if verdict else None, "verdict": verdict.words if verdict else None, **numbers}
 
 
-def shell(job, params) -> dict:
+def span_verdicts(job, ranks: JobRanks, spans, user) -> dict:
+    """Per kind of ``spans``: how it is likely to perform (apps.ranks.verdicts), with the measured load of
+    the global links while the job runs and only when a communicator leaves its dragonfly group."""
+    loads = global_link_loads(job, user) if crosses_groups(spans) else None
+    return layout_verdicts(ranks.layout, ranks.table, spans, loads)
+
+
+def shell(job, params, user=None) -> dict:
     """The template context of templates/ranks/_job_section.html for ``job`` and the page's GET
-    ``params`` (rank_colour, sel_dp, sel_pp, sel_tp)."""
+    ``params`` (rank_colour, sel_dp, sel_pp, sel_tp); ``user`` reads the network load for the verdicts."""
     try:
         analysis = _analysis(job)
     except LayoutNoLongerFits as exc:
@@ -87,6 +98,7 @@ def shell(job, params) -> dict:
     columns = min(layout.dp, MAX_GRID_COLUMNS)
     query = {"colour": colour, **{f"sel_{name}": text for name, text in fields.items() if text}}
     count = None if selected is None else int(np.size(selected))
+    verdicts = span_verdicts(job, ranks, analysis["all_spans"], user)
     return {
         "job": job,
         "ranks": ranks,
@@ -109,7 +121,7 @@ def shell(job, params) -> dict:
         "rank_grid_truncated": layout.dp > columns,
         "rank_grid_columns": columns,
         "rank_spans": analysis["spans"],
-        "rank_span_rows": [span_row(span) for span in analysis["spans"]],
+        "rank_span_rows": [span_row(span, verdicts.get(span.kind)) for span in analysis["all_spans"]],
         "rank_verdict": boundary_verdict(analysis["boundaries"]),
         "rank_inter_group": analysis["boundaries"].count("inter-group"),
         "rank_boundaries": len(analysis["boundaries"]),
@@ -123,7 +135,7 @@ def _note_for(colour: str) -> str:
 def context(job, request) -> dict:
     """The panel's template context (JobPanel.context): cheap, no figure. ``rank_panel`` tells the
     template that the page provides the section around it."""
-    return {**shell(job, request.GET), "rank_panel": True}
+    return {**shell(job, request.GET, request.user), "rank_panel": True}
 
 
 SUMMARY_SECONDS = 3600

@@ -1,6 +1,10 @@
 """Read access to job layouts, joined with the topology."""
 from dataclasses import dataclass
 
+from django.core.cache import cache
+
+from apps.core.link_colourings import link_colouring
+from apps.jobs.choices import JobStateChoices
 from apps.topology.selectors import topology_index_current
 
 from .layout import LayoutError, ParallelSizes, RankLayout, block_placement
@@ -43,3 +47,27 @@ def job_ranks(job) -> JobRanks | None:
         raise LayoutNoLongerFits(f"The stored layout no longer fits this job: {exc}. Set the layout again.") from None
     table = build_rank_table(layout.all_coords(), placement, topology_index_current())
     return JobRanks(stored, layout, table)
+
+
+LINK_LOADS_SECONDS = 60  # the network measurement behind the verdicts is read at most once a minute per process
+NETWORK_COLOURING = "network"  # the link colouring (apps.core.link_colourings) that measures the global links
+
+
+def global_link_loads(job, user) -> dict[tuple[int, int], float] | None:
+    """The measured load of the global links per dragonfly group pair ((a, b), a < b → fraction of the
+    pair's capacity, over the last minutes) while ``job`` runs; None when the job does not run (a load
+    measured now says nothing about it) or nothing measures the links. The measurement comes from the
+    registry :mod:`apps.core.link_colourings` (the system app fills it from the switch port counters);
+    ranks does not import the apps above it. Only the pair fractions are kept (the same for every user)."""
+    if job.state != JobStateChoices.RUNNING:
+        return None
+    colouring = link_colouring(NETWORK_COLOURING)
+    if colouring is None:
+        return None
+    key = "ranks:global-link-loads"  # one topology, one measurement of it
+    cached = cache.get(key)
+    if cached is None:
+        loads = colouring.loads(user)
+        cached = {"pairs": dict(loads.pairs) if loads is not None else None}
+        cache.set(key, cached, LINK_LOADS_SECONDS)
+    return cached["pairs"]

@@ -229,16 +229,23 @@ def communicator_verdict(span: CommunicatorSpan, *, per_node: int, crossed: Cros
 
 def communicator_verdicts(table: RankTable, spans: list[CommunicatorSpan], groups_by_kind: Mapping[str, object],
                           loads: Mapping[Pair, float] | None = None) -> dict[str, Verdict]:
-    """Per kind of ``spans``: its :class:`Verdict`. ``groups_by_kind`` gives each kind's groups (ranks)
-    for the dragonfly group pairs it crosses; ``loads`` the measured load per group pair, if any."""
+    """Per kind of ``spans``: its :class:`Verdict`. ``groups_by_kind`` gives the groups (ranks) of each
+    kind that leaves a dragonfly group, for the group pairs it crosses; ``loads`` the measured load per
+    group pair, if any."""
     per_node = gpus_per_node(table)
-    verdicts = {}
-    for span in spans:
-        crossed = crossing(table, groups_by_kind[span.kind]) if span.spanning_groups else Crossing()
-        verdicts[span.kind] = communicator_verdict(span, per_node=per_node, crossed=crossed, loads=loads)
-    return verdicts
+    return {span.kind: communicator_verdict(span, per_node=per_node, loads=loads,
+                                            crossed=crossing(table, groups_by_kind[span.kind]) if span.spanning_groups else None)
+            for span in spans}
 
 
 def crosses_groups(spans: list[CommunicatorSpan]) -> bool:
     """Whether any communicator leaves a dragonfly group (only then do link loads change a verdict)."""
     return any(span.spanning_groups and span.size > 1 for span in spans)
+
+
+def layout_verdicts(layout, table: RankTable, spans: list[CommunicatorSpan],
+                    loads: Mapping[Pair, float] | None = None) -> dict[str, Verdict]:
+    """:func:`communicator_verdicts` of ``spans`` with the groups of ``layout`` (a
+    :class:`apps.ranks.layout.RankLayout`; only the kinds that leave a dragonfly group are asked for)."""
+    groups = {span.kind: layout.groups_array(span.kind) for span in spans if span.spanning_groups}
+    return communicator_verdicts(table, spans, groups, loads)

@@ -85,7 +85,7 @@ def test_layout_api_and_page_say_nvlink_for_tp(alice, job, client, django_user_m
     assert (spans["pp"]["inside_node"], spans["pp"]["max_nodes"]) == (0, 2)
     client.force_login(django_user_model.objects.get(username="alice"))
     page = client.get("/jobs/alps/1/").content.decode()
-    row = page[page.index('<tr data-kind="tp">'):]
+    row = page[page.index('<tr data-kind="tp"'):]
     row = row[:row.index("</tr>")]
     assert "All 8 groups stay inside one node: NVLink only." in row
     assert row.count('<td class="num">–</td>') == 4  # no network columns for it

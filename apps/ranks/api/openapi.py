@@ -39,6 +39,12 @@ class LayoutCommunicator(serializers.Serializer):
     inside_node = serializers.IntegerField(
         min_value=0, help_text="Groups whose ranks all run on one node: they talk over NVLink only, never the network.")
     max_nodes = serializers.IntegerField(min_value=0, help_text="The most nodes one group spans.")
+    level = serializers.ChoiceField(choices=["ok", "warning", "critical"],
+                                    help_text="How likely this communicator is to slow the job where it runs.")
+    verdict = serializers.CharField(
+        help_text="One sentence, the judgement first and its reason (the job page's words): e.g. 'fast: NVLink — ...', "
+                  "'slow: TP all-reduces leave NVLink ...', 'exposed: the gradient all-reduce crosses ... global links', "
+                  "'not used: CP 1 ...'. A global link pair measured saturated while the job runs is named.")
 
 
 class LayoutPipelineBoundary(serializers.Serializer):

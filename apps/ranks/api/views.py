@@ -13,7 +13,7 @@ from apps.core.api.parsers import BoundedFormParser, BoundedJSONParser, BoundedM
 from apps.jobs.access import job_for_request
 
 from ..logparse import LogParseError, parse_megatron_log
-from ..panel import ColourUnavailable, figure_answer
+from ..panel import ColourUnavailable, figure_answer, span_verdicts
 from ..ranktable import DIMENSIONS, analyse_layout, boundary_verdict
 from ..selection import out_of_range
 from ..selectors import LayoutNoLongerFits, job_ranks
@@ -52,7 +52,7 @@ def _job_ranks_or_404(job):
     return ranks
 
 
-def layout_body(job) -> dict:
+def layout_body(job, user=None) -> dict:
     ranks = _job_ranks(job)
     if ranks is None:
         return {"layout": None}
@@ -60,11 +60,13 @@ def layout_body(job) -> dict:
     analysis = analyse_layout(ranks.layout, table)
     spans, boundaries = analysis.spans, analysis.boundaries
     inter = boundaries.of_class("inter-group", limit=50)
+    verdicts = span_verdicts(job, ranks, spans, user)
     return {
         "layout": {"tp": stored.tp, "pp": stored.pp, "cp": stored.cp, "ep": stored.ep, "etp": stored.etp, "dp": stored.dp,
                    "vpp": stored.vpp, "order": stored.order, "world_size": stored.world_size, "source": stored.source,
                    "exact_map": stored.rank_map is not None, "warnings": stored.warnings},
-        "communicators": [span.as_dict() for span in spans],
+        # Each kind with how it is likely to perform there (level, verdict): the words of the page's table.
+        "communicators": [{**span.as_dict(), **verdicts[span.kind].as_dict()} for span in spans],
         "pipeline": {"boundaries": len(boundaries), "inter_group": boundaries.count("inter-group"),
                      "verdict": boundary_verdict(boundaries), "inter_group_examples": [b.__dict__ for b in inter]},
         # Hosts of the rank map the topology cannot place on a NIC: their ranks keep host and GPU.
@@ -80,7 +82,7 @@ class LayoutView(APIView):
 
     @extend_schema(responses={200: LayoutResponse})
     def get(self, request, cluster: str, job_id: int):
-        return Response(layout_body(_job_for(request, cluster, job_id, write=False)))
+        return Response(layout_body(_job_for(request, cluster, job_id, write=False), request.user))
 
     @extend_schema(request=LayoutSerializer, responses={200: LayoutResponse})
     def put(self, request, cluster: str, job_id: int):
@@ -89,7 +91,7 @@ class LayoutView(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         _store(job, data, source="map" if data.get("ranks") else "sizes", submitted_by=request.user.get_username())
-        return Response(layout_body(job))
+        return Response(layout_body(job, request.user))
 
 
 class LayoutLogView(APIView):
@@ -124,7 +126,7 @@ class LayoutLogView(APIView):
         if parsed.ranks:
             data["ranks"] = parsed.ranks
         _store(job, data, source="log", submitted_by=request.user.get_username(), warnings=parsed.warnings)
-        return Response(layout_body(job))
+        return Response(layout_body(job, request.user))
 
 
 class RanksView(APIView):
