@@ -1,14 +1,21 @@
-"""Schemathesis over the whole API as a researcher and as staff (issue 16, acceptance 1).
+"""Schemathesis over the whole API as a researcher and as staff (issue 16, acceptance 1; issue 33, acceptance 4).
 
 Requests are generated from /api/schema/ itself, valid ones and deliberately invalid ones, and sent
 in-process through the WSGI application onto the demo system. Every answer is checked against the
 schema: no 5xx, a documented status code, a documented content type, a body that matches the
-documented schema. Path parameters point at real demo objects for half of the requests (the rest
-stay random, which probes the 404 paths), so query and body fuzzing reaches the code behind them.
+documented schema.
+
+As the researcher, path parameters point at the researcher's real demo objects for half of the requests
+(the rest stay random, which probes the 404 paths). As staff, every path parameter is a real object of
+the demo that staff may act on, given to Schemathesis as fixed path parameters, so all of staff's valid and
+invalid queries and bodies reach the code behind the lookup (a random job id only ever met a 404: that is
+how issue 33's 5xx went unseen). Job-scoped operations are sent for three real jobs (the running Megatron
+job with its layout and series, a finished job, a pending one), their examples shared among them.
 
 Generation is derandomized: the same schema gives the same requests on every run.
 """
 import itertools
+import math
 from collections import Counter, defaultdict
 
 import pytest
@@ -68,6 +75,62 @@ def _known_values(researcher) -> dict:
     return values
 
 
+def _staff_values(researcher_values: dict) -> list[dict]:
+    """Real demo objects for each path parameter name, one dict per job staff's job-scoped requests go to (the
+    other names are the same in each); names without a value here (the enum ``table`` and ``extension``) are
+    generated from the schema. The EDF is another than the researcher's, whose pass (first) may delete it."""
+    from apps.accounts.models import Project
+    from apps.catalog.models import DataProduct, Incident
+    from apps.edf.models import EdfDocument
+    from apps.jobs.models import Job
+    from apps.namespaces.models import ManagedNamespace, NamespaceRequest
+    from apps.ranks.models import JobLayout
+    from apps.topology.models import Node
+    from apps.triage.models import TriageItem
+    from apps.vetting.models import NodeHealth, Recommendation, Rule, VettingRun
+
+    layout = JobLayout.objects.select_related("job__cluster").order_by("pk").first()
+    jobs = Job.objects.select_related("cluster").order_by("cluster__name", "job_id")
+    chosen = [layout.job if layout else jobs.filter(state="RUNNING").first(),
+              jobs.filter(state="COMPLETED").order_by("-node_count", "job_id").first(),
+              jobs.filter(state="PENDING").first()]
+    project = Project.objects.order_by("pk").first()
+    document = (EdfDocument.objects.select_related("owner").order_by("pk")
+                .exclude(owner__username=researcher_values["owner"], name=researcher_values[("edf", "name")]).first())
+    waiting = NamespaceRequest.objects.filter(status="waiting_approval").order_by("pk").first() or NamespaceRequest.objects.first()
+    recommendation = Recommendation.objects.filter(status="open").order_by("pk").first()
+    common = {
+        "owner": document.owner.get_username(),
+        ("edf", "name"): document.name,
+        "slug": Rule.objects.order_by("pk").first().slug,
+        ("catalog", "name"): DataProduct.objects.order_by("pk").first().name,
+        ("incidents", "id"): Incident.objects.order_by("pk").first().pk,
+        ("namespaces", "name"): ManagedNamespace.objects.filter(state="ready").order_by("pk").first().name,
+        ("namespaces", "id"): waiting.pk,
+        ("vetting", "id"): VettingRun.objects.order_by("-pk").first().pk,
+        ("recommendations", "id"): recommendation.pk,
+        ("triage", "id"): TriageItem.objects.order_by("pk").first().pk,
+        ("projects", "id"): project.pk,
+        ("projects", "account"): project.slurm_account,
+        ("vetting", "host"): NodeHealth.objects.order_by("pk").first().host,
+        "hostname": Node.objects.order_by("pk").first().hostname,
+    }
+    return [{**common, "cluster": job.cluster.name, "job_id": job.job_id} for job in chosen if job is not None]
+
+
+def _path_sets(operation, staff_values: list[dict]) -> list[dict | None]:
+    """The distinct fixed path parameters of ``operation`` over ``staff_values``; [None] without path parameters."""
+    names = [parameter.name for parameter in operation.path_parameters]
+    if not names:
+        return [None]
+    sets = []
+    for values in staff_values:
+        fixed = {name: value for name in names if (value := _value_for(values, operation.path, name)) is not None}
+        if fixed not in sets:
+            sets.append(fixed)
+    return sets
+
+
 def _value_for(values: dict, path: str, name: str):
     segments = [segment for segment in path.split("/") if segment and not segment.startswith("{")]
     for segment in reversed(segments):
@@ -76,20 +139,29 @@ def _value_for(values: dict, path: str, name: str):
     return values.get(name)
 
 
-def _fuzz(schema, identity: str, headers: dict, values: dict, counts: Counter, failures: dict,
+def _operations(schema) -> list:
+    """Every operation, those that delete last (a deleted object would turn the later operations on it into 404s)."""
+    operations = [result.ok() for result in schema.get_all_operations()]
+    return sorted(operations, key=lambda operation: operation.method.lower() == "delete")
+
+
+def _fuzz(schema, identity: str, headers: dict, values: dict | list[dict], counts: Counter, failures: dict,
           statuses: Counter, modes: tuple) -> None:
+    """``values``: a dict (the researcher's objects, put into half of the requests) or a list of dicts (staff's: every
+    request's path parameters are real, one set per distinct combination)."""
     toggle = itertools.count()
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        for mode in modes:
-            strategy = operation.as_strategy(generation_mode=mode)
+    for operation in _operations(schema):
+        path_sets = _path_sets(operation, values) if isinstance(values, list) else [None]
+        examples = math.ceil(EXAMPLES / len(path_sets))
+        for mode, fixed in itertools.product(modes, path_sets):
+            strategy = operation.as_strategy(generation_mode=mode, path_parameters=fixed)
 
             @given(case=strategy)
-            @hypothesis_settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+            @hypothesis_settings(max_examples=examples, derandomize=True, deadline=None, database=None,
                                  phases=[Phase.explicit, Phase.generate],
                                  suppress_health_check=list(HealthCheck))
             def run(case):
-                if case.path_parameters and next(toggle) % 2 == 0:
+                if isinstance(values, dict) and case.path_parameters and next(toggle) % 2 == 0:
                     for name in case.path_parameters:
                         real = _value_for(values, operation.path, name)
                         if real is not None:
@@ -144,10 +216,10 @@ def test_the_whole_api_answers_as_documented_for_a_researcher_and_for_staff(tran
     # Valid requests as both: what each may see differs. Invalid ones as staff only: they test the validation
     # in front of the code, the same for both, and staff reach the validation of every operation (a researcher
     # is refused the staff-only ones before it), so sending them twice repeated the same work (about a minute).
-    for identity, user, modes in (("researcher", researcher, (GenerationMode.POSITIVE,)),
-                                  ("staff", staff, (GenerationMode.POSITIVE, GenerationMode.NEGATIVE))):
+    for identity, user, known, modes in (("researcher", researcher, values, (GenerationMode.POSITIVE,)),
+                                         ("staff", staff, _staff_values(values), (GenerationMode.POSITIVE, GenerationMode.NEGATIVE))):
         token, _ = Token.objects.get_or_create(user=user)
-        _fuzz(schema, identity, {"Authorization": f"Token {token.key}"}, values, counts, failures, statuses, modes)
+        _fuzz(schema, identity, {"Authorization": f"Token {token.key}"}, known, counts, failures, statuses, modes)
 
     print(f"schemathesis: {sum(counts.values())} requests ({dict(counts)}), answers by class "
           f"{ {f'{k}xx': v for k, v in sorted(statuses.items())} }, {len(failures)} distinct failures")
