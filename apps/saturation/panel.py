@@ -33,6 +33,7 @@ from .products import METRICS, SORTS, SaturationCube
 from .selectors import record_warming_up
 from .waste import WARMING_UP_WORDS
 from .scoring import LIMITED_LABEL
+from .stragglers import same_index_pattern
 
 LIMITER_WORDS = {"tensor": "tensor cores", "fp64": "FP64 pipes", "fp32": "FP32 pipes", "fp16": "FP16 pipes",
                  "dram": "memory bandwidth (HBM)", "nvlink": "NVLink", "pcie": "PCIe", "c2c": "NVLink-C2C"}
@@ -291,10 +292,17 @@ def _common_findings(job, record: JobSaturation, part: PanelSummary) -> int:
                            "busy less than 5 % of the steady state", "warning" if idle else "ok", "fact-idle"))
     part.facts.append(Fact("Stragglers", f"{len(record.stragglers):,}", "GPUs, nodes or switches lagging their peers",
                            "critical" if record.stragglers else "ok", "fact-stragglers"))
-    for item in record.stragglers[:5]:
+    # The same GPU index lagging on (nearly) every node is one binding finding, not an --exclude of every node.
+    nodes = job.node_count or len(job.node_list or []) or len({g.get("host") for g in record.per_gpu or []})
+    patterns = same_index_pattern(record.stragglers, nodes)
+    for pattern in patterns:
+        part.findings.append(_binding_finding(pattern, nodes))
+    patterned = {id(item) for pattern in patterns for item in pattern["items"]}
+    rest = [item for item in record.stragglers if id(item) not in patterned]
+    for item in rest[:5]:
         part.findings.append(_straggler_finding(job, item))
-    if len(record.stragglers) > 5:
-        part.findings.append(Finding("warning", f"{len(record.stragglers) - 5:,} more straggler findings.", "See them all below.",
+    if len(rest) > 5:
+        part.findings.append(Finding("warning", f"{len(rest) - 5:,} more straggler findings.", "See them all below.",
                                      "#stragglers", "saturation"))
     if idle:
         part.findings.append(Finding("warning", f"{idle:,} GPU{'s' * (idle > 1)} idle in the steady state"
@@ -311,6 +319,20 @@ def _common_findings(job, record: JobSaturation, part: PanelSummary) -> int:
                                      "Staff: check cooling and power capping on these nodes; the job loses speed it paid for.",
                                      "#panel-saturation", "saturation"))
     return idle
+
+
+def _binding_finding(pattern: dict, nodes: int) -> Finding:
+    """GPU k lagging on every node (or most): how local rank k is bound, not which nodes the job got."""
+    index, hosts = pattern["gpu"], pattern["hosts"]
+    where = f"every one of the job's {nodes:,} nodes" if len(hosts) >= nodes else f"{len(hosts):,} of the job's {nodes:,} nodes"
+    signals = ", ".join(pattern["signals"]) or "its signals"
+    title = (f"GPU {index} lags its peers on {where} ({signals}): the same GPU index everywhere is a binding or affinity "
+             f"pattern, not {len(hosts):,} bad nodes.")
+    action = (f"Check how local rank {index} is bound, not the nodes: its CPU and NIC affinity (srun --cpu-bind; which NUMA "
+              f"node GPU {index} and hsn{index} sit on: nvidia-smi topo -m), the NUMA binding of its process, and the rank "
+              f"to GPU mapping (CUDA_VISIBLE_DEVICES, --gpu-bind, LOCAL_RANK). Excluding these nodes would not help: "
+              f"every node has a GPU {index}.")
+    return Finding("critical", title, action, "#stragglers", "saturation")
 
 
 def silent_finding(job, gpus: list[dict]) -> Finding | None:

@@ -476,3 +476,25 @@ def _fabric_findings(items: list[Straggler], gpus: pd.DataFrame, level: str, exp
                              group=_int(place) if level == "group" else None,
                              ranks=sorted(r for m in members for r in m.ranks), hosts=hosts))
     return out
+
+
+def same_index_pattern(stragglers: list[dict], nodes: int) -> list[dict]:
+    """GPU-level straggler findings (dicts as stored: ``level``, ``host``, ``gpu``, ``signal``) where the same local GPU
+    index lags on many nodes: ``[{"gpu": 3, "hosts": [...], "signals": ["SM clock"], "items": [...]}]``, an index when its
+    stragglers sit on at least two nodes and on at least half of the job's ``nodes`` (all of them, for a two-node job).
+
+    GPU 3 slow on every node is not a set of bad nodes (excluding them all leaves no job): it is how local rank 3 is
+    bound — its CPU or NIC affinity, the NUMA node it runs on, or the rank → GPU mapping — the same on every node."""
+    by_index: dict[int, list[dict]] = {}
+    for item in stragglers:
+        if item.get("level", "gpu") != "gpu" or item.get("host") is None or _int(item.get("gpu")) is None:
+            continue
+        by_index.setdefault(_int(item["gpu"]), []).append(item)
+    found = []
+    for index, items in sorted(by_index.items()):
+        hosts = sorted({str(item["host"]) for item in items})
+        if len(hosts) >= 2 and 2 * len(hosts) >= max(nodes, len(hosts)):
+            names = sorted({str(item.get("signal")) for item in items if item.get("signal")})
+            signals = [SIGNAL_BY_NAME[name].words if name in SIGNAL_BY_NAME else name for name in names]
+            found.append({"gpu": index, "hosts": hosts, "signals": signals, "items": items})
+    return found
