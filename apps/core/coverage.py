@@ -52,7 +52,8 @@ def coverage(*, source: str, running: bool, start: datetime | None, end: datetim
     if running:
         age = (now - last).total_seconds()
         if age <= live_s:
-            return Coverage(LIVE, f"{source}: live — {who}last sample {clock(last, start)} "
+            # No "live" here: whether data this old may be called live is the badge's to say (:func:`badge`).
+            return Coverage(LIVE, f"{source}: {who}last sample {clock(last, start)} "
                                   f"({duration_words(age)} ago), data {span}.{late_words}",
                             late > tolerance, max(late, 0.0), max(age, 0.0))
         state = LAGGING if age <= stale_s else STALE
@@ -69,6 +70,32 @@ def coverage(*, source: str, running: bool, start: datetime | None, end: datetim
     whole = "" if late_words else ", the job's whole run"
     return Coverage(COMPLETE, f"{source}: {who}data {span}{whole}.{late_words}", late > tolerance, max(late, 0.0),
                     max(early, 0.0))
+
+
+# A source is shown "live" only while its newest sample is at most this many of the page's refresh intervals old
+# (JOB_PAGE_LIVE_SECONDS, 30 s: 90 s). A source's *state* stays live longer (a product re-read every 5 minutes is not
+# lagging), but a badge saying "live" over data minutes old misleads: it says "updated 4 min ago" instead.
+# Never under a minute: a collector that posts every minute is live between its posts whatever the page's pace.
+LIVE_INTERVALS, LIVE_MIN_S = 3, 60.0
+
+
+@dataclass(frozen=True)
+class Badge:
+    text: str  # "live", "updated 4 min ago", "lagging", "complete", ...
+    level: str  # the status class: ok, info, warn or fail
+
+
+def badge(state: str, last: datetime | None, now: datetime, refresh_s: float) -> Badge:
+    """The badge beside a source's freshness: "live" only while its newest sample (``last``) is at most
+    ``LIVE_INTERVALS`` refresh intervals (``refresh_s``, the page's; at least ``LIVE_MIN_S``) old at ``now``; an older one of a source whose
+    state is still live reads "updated N min ago". Other states are said as they are."""
+    if state == LIVE:
+        age = (now - last).total_seconds() if last is not None else None
+        if age is not None and age > max(LIVE_INTERVALS * refresh_s, LIVE_MIN_S):
+            return Badge(f"updated {duration_words(age)} ago", "info")
+        return Badge(LIVE, "ok")
+    level = {COMPLETE: "ok", NONE: "fail", STALE: "fail"}.get(state, "warn")
+    return Badge(state, level)
 
 
 def window_seconds(start: datetime | None, end: datetime | None) -> float | None:

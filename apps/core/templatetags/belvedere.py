@@ -113,3 +113,17 @@ def status_words(value) -> str:
 def status_meaning(value) -> str:
     """A state's colour class only (ok, active, waiting, warn, fail, neutral, info), for a row or a cell."""
     return statuses.meaning(value)
+
+
+@register.filter
+def freshness_badge(item, now=None):
+    """The badge of a data source's freshness (``item``: anything with ``state`` and ``last``): "live" only while its
+    newest sample is within a few of the job page's refresh intervals (JOB_PAGE_LIVE_SECONDS) of ``now``, else
+    "updated N min ago"; see :func:`apps.core.coverage.badge`."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from apps.core.coverage import badge
+
+    return badge(getattr(item, "state", ""), getattr(item, "last", None), now or timezone.now(),
+                 float(getattr(settings, "JOB_PAGE_LIVE_SECONDS", 30)))
