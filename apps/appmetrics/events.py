@@ -30,6 +30,12 @@ Phases inside a dip: samples that fall in a checkpoint or evaluation phase (a ma
 buckets where the GPUs were idle together, and the first line after it) are carved out of a dip that also holds
 other low samples; each phase is its own event, and the rest (when at least ``SPLIT_TAIL`` samples, low on
 average) one more, from the dip's start: a straggler that appears before or during a checkpoint keeps its event.
+A phase carved out of a longer dip is measured against the level around it (the dip's other samples within
+``LOCAL_SAMPLES``: after a straggler, the post-straggler level), not the baseline, and keeps only its samples low
+against that level: a checkpoint reads the same before and after a straggler appears, while the straggler's own
+open-ended dip is still measured against the usual before it. A dip that is one phase starts when the phase began
+(its marker), as a carved one does. A checkpoint or pause whose own length is known (the marker's duration, the
+GPUs' own samples, buckets of idle GPUs, as the storage panel counts them) is said with that length.
 
 Attribution, first match wins; "near" means from ``tolerance`` before the dip's start (two evidence buckets or
 two logging intervals, whichever is longer) to ``NEAR_S`` after it, or the dip's end when sooner: a cause is
@@ -76,6 +82,9 @@ SUSTAINED, SUSTAINED_DROP = 12, 0.07
 # Samples of a dip outside its checkpoint or evaluation phases make an event of their own when there are at least
 # this many of them, low on average (a straggler appearing during a checkpoint).
 SPLIT_TAIL = 3
+# A phase carved out of a longer dip is measured against the dip's other samples within this many samples of it (at
+# least MIN_LOCAL of them): the level around it, which follows a sustained shift (a straggler) the baseline does not.
+LOCAL_SAMPLES, MIN_LOCAL = 10, 3
 # Evidence explains a dip when it starts up to this long after the dip's start (a straggler detector needs a few
 # minutes of lag to flag a GPU), or inside a shorter dip.
 NEAR_S = 600.0
@@ -362,15 +371,23 @@ class _Context:
         checkpoint) gives one event per phase and one for the rest, each explained on its own."""
         began = self._phase_starts(dip)
         inside = began >= 0
-        if not inside.any() or inside.all():
+        if not inside.any():
             return [self.event(dip)]
+        if inside.all():  # the whole dip is one phase: it began when its marker says, as a phase carved out does
+            return [self.event(_Dip(dip.first, dip.last, min(int(began[0]), dip.start_ns), dip.end_ns, dip.dip, dip.gap_s))]
         found = []
         for a, b in _runs(inside):
-            phase = _make_dip(self.times, self.values, self.baseline, self.dt, dip.first + a, dip.first + b, dip.first + a, 0.0)
+            # A phase is measured against the level around it (the dip's other samples near it: after a straggler, the
+            # post-straggler level), not the usual before the dip: the same checkpoint reads the same before and after.
+            level = self._level_around(dip, inside, a, b)
+            low = np.flatnonzero(self.values[dip.first + a:dip.first + b + 1] < level * (1 - EXIT))
+            if level < self.baseline and len(low):  # lines at the shifted level at its edges are not the phase's
+                a, b = a + int(low[0]), a + int(low[-1])
+            phase = _make_dip(self.times, self.values, level, self.dt, dip.first + a, dip.first + b, dip.first + a, 0.0)
             # The phase began when its marker (or its idle GPUs) says: the line of the iteration it held comes after.
             start_ns = min(int(began[a]), phase.start_ns, *([dip.start_ns] if a == 0 else []))
             found.append(self.event(_Dip(phase.first, phase.last, start_ns, phase.end_ns, phase.dip, 0.0),
-                                    checks=(self._checkpoint, self._evaluation)))
+                                    checks=(self._checkpoint, self._evaluation), level=level))
         rest = np.flatnonzero(~inside) + dip.first
         level = float(self.values[rest].mean()) / self.baseline
         if len(rest) >= SPLIT_TAIL and level <= 1 - EXIT:
@@ -380,6 +397,18 @@ class _Context:
                              self._gap_before(int(rest[0])))
             found.append(self.event(remainder, checks=(self._restart, self._evaluation, self._straggler, self._throttling)))
         return sorted(found, key=lambda event: event["start"])
+
+    def _level_around(self, dip: _Dip, inside: np.ndarray, a: int, b: int) -> float:
+        """The throughput level around the phase at samples ``a``..``b`` of ``dip`` (``inside``: the dip's samples in a
+        phase): the median of the dip's samples outside every phase within ``LOCAL_SAMPLES`` of it, when there are
+        ``MIN_LOCAL`` of them and they sit lower than the baseline (a sustained level shift such as a straggler's);
+        else the baseline. A rolling reference: it follows the level the dip shifted to, nothing older."""
+        outside = np.flatnonzero(~inside)
+        near = outside[(outside >= a - LOCAL_SAMPLES) & (outside <= b + LOCAL_SAMPLES)]
+        if len(near) < MIN_LOCAL:
+            return self.baseline
+        level = float(np.median(self.values[dip.first + near]))
+        return level if 0 < level < self.baseline else self.baseline
 
     def _gap_before(self, index: int) -> float:
         """Seconds of missing data just before sample ``index`` (a gap longer than the dip finder's), else 0: a gap
@@ -414,18 +443,24 @@ class _Context:
             began[hit] = np.where(began[hit] >= 0, np.minimum(began[hit], lo), lo)
         return began
 
-    def event(self, dip: _Dip, checks=None) -> dict:
+    def event(self, dip: _Dip, checks=None, level: float | None = None) -> dict:
         first, last = self._bucket_range(dip)
         for check in checks or (self._restart, self._checkpoint, self._evaluation, self._pause, self._straggler,
                                 self._throttling):
             found = check(dip, first, last)
             if found:
-                kind, reason = found
+                kind, reason, *held = found
                 break
         else:
-            kind, reason = "unknown", "no hardware signal explains it"
+            kind, reason, held = "unknown", "no hardware signal explains it", []
         length = (dip.end_ns - dip.start_ns) / 1e9 if dip.end_ns is not None else None
-        head = (f"throughput {dip.dip * 100:.0f} % below the usual {self.baseline:,.0f} tokens/s "
+        if held and held[0] and length is not None:
+            # A pause whose own length is known (its marker's duration, the GPUs' own samples, idle buckets): that is
+            # its length, as the storage panel says it; the log's lines only bound it.
+            length = float(held[0])
+        reference = (f"the usual {self.baseline:,.0f} tokens/s " if level is None or level >= self.baseline
+                     else f"the {level:,.0f} tokens/s around it (the usual before it: {self.baseline:,.0f}) ")
+        head = (f"throughput {dip.dip * 100:.0f} % below {reference}"
                 + (f"for {_duration(length)} from {_clock(dip.start_ns)}" if length is not None
                    else f"from {_clock(dip.start_ns)} to the end of the data"))
         return {"start": _when(dip.start_ns), "end": _when(dip.end_ns) if dip.end_ns is not None else None,
@@ -467,7 +502,15 @@ class _Context:
             parts.append(_pause_words(*pause))
         if rate is not None:
             parts.append(f"writes {rate:.1f} GB/s to the file system")
-        return "checkpoint", ", ".join(parts)
+        held = (marker[1] if marker and marker[1] != 1.0 else pause[1] if pause is not None
+                else self._idle_seconds(first, last) if together else None)
+        return "checkpoint", ", ".join(parts), held
+
+    def _idle_seconds(self, first: int, last: int) -> float | None:
+        """Seconds of the longest run of buckets in [first, last) where the GPUs were idle together (bucket widths)."""
+        together = np.nan_to_num(self.idle[first:last], nan=0.0) >= IDLE_TOGETHER
+        runs = _runs(together)
+        return max(b - a + 1 for a, b in runs) * self.step_s if runs else None
 
     def _fine_pause(self, dip: _Dip) -> tuple[int, float, float, float] | None:
         """The longest run near the dip's start where at least ``IDLE_TOGETHER`` of the GPUs were idle together in
@@ -488,7 +531,7 @@ class _Context:
         if pause is None:
             return None
         return "pause", (f"{_pause_words(*pause)}: a checkpoint, an evaluation or a data stall (no checkpoint or "
-                         "evaluation marker, no file-system write near it says which)")
+                         "evaluation marker, no file-system write near it says which)"), pause[1]
 
     def _evaluation(self, dip: _Dip, first: int, last: int):
         marker = self._near("event.evaluation", dip)

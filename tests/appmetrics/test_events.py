@@ -508,3 +508,35 @@ def test_the_idle_share_at_the_samples_own_resolution_from_utilisation_when_sm_a
     assert len(idle) == PAUSE_S // SAMPLE_S and pd.Timestamp(idle[0]) == T0.tz_convert(None) + pd.Timedelta(seconds=PAUSE_AT)
     assert set(shares[shares < 1.0]) == {0.0}
     assert fine_idle_share(samples.iloc[0:0])[0].size == 0
+
+
+def test_the_same_checkpoint_reads_the_same_before_and_after_a_straggler():
+    """Issue 35, item 6b: one 90-s checkpoint read "57 % for 69 s" before a straggler and "60 % for 3-4 min" after it,
+    measured against the pre-straggler baseline and stretched over the lines at the shifted level around it. Now the
+    checkpoint after the onset is measured against the level around it, both say the pause's own 90 s from the marker,
+    and the straggler keeps its open-ended event against the usual before it."""
+    import numpy as np
+    import pandas as pd
+
+    from apps.appmetrics.events import Evidence, find_events
+
+    times = pd.date_range("2026-11-24T20:00:00Z", periods=240, freq="60s")  # four hours, a line a minute
+    level = np.full(len(times), 190_000.0) * (1 + 0.01 * np.cos(np.arange(len(times))))
+    onset = 108
+    level[onset:] *= 0.86  # the straggler's cost from then on
+    values = level.copy()
+    markers = []
+    for checkpoint in (60, 160):  # the line after each checkpoint: its iteration held, 43 % of the level around it
+        values[checkpoint + 1] = level[checkpoint + 1] * 0.43
+        markers.append({"name": "event.checkpoint", "ts": times[checkpoint], "value": 90.0})
+    evidence = Evidence(times=times.tz_localize(None).to_numpy("datetime64[ns]"), step_s=60.0, markers=markers,
+                        stragglers=[{"label": "nid000473 GPU 2", "start": times[onset + 2], "reason": "SM clock 28 % low"}])
+    events = find_events(times, values, evidence)
+    assert [event["kind"] for event in events] == ["checkpoint", "straggler", "checkpoint"], events
+    before, straggler, after = events
+    assert abs(before["dip"] - after["dip"]) <= 0.02 and 0.55 <= after["dip"] <= 0.59
+    assert (before["end"] - before["start"]) == (after["end"] - after["start"])
+    assert before["start"] == times[60].to_pydatetime() and after["start"] == times[160].to_pydatetime()
+    assert "for 90 s from 21:00:00" in before["reason"] and "for 90 s from 22:40:00" in after["reason"]
+    assert "around it" in after["reason"]
+    assert straggler["end"] is None and 0.12 <= straggler["dip"] <= 0.16
