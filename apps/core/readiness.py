@@ -178,9 +178,21 @@ def _broker_display() -> str:
     return scheme
 
 
+def check_public_url() -> CheckResult:
+    """Informational: whether links in mail reach people (BELVEDERE_BASE_URL; see ``checks.public_url_problem``)."""
+    from .checks import HINT, public_url_problem
+
+    problem = public_url_problem()
+    details = {"url": settings.BELVEDERE_BASE_URL}
+    if problem:
+        return CheckResult(STATUS_WARN, f"{problem}. {HINT}", details, critical=False)
+    return CheckResult(STATUS_OK, f"links in mail point to {settings.BELVEDERE_BASE_URL}", details, critical=False)
+
+
 register_readiness_check("database", check_database)
 register_readiness_check("broker", check_broker_round_trip)
 register_readiness_check("beat", check_beat)
+register_readiness_check("public_url", check_public_url)
 
 
 _cache: dict[str, tuple[float, dict, bool]] = {}

@@ -28,8 +28,15 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 # Where the embedded profile keeps its SQLite database, broker queue and telemetry files.
 DATA_DIR = Path(env("BELVEDERE_DATA_DIR", default=str(BASE_DIR / "var"))).resolve()
 
-# Public base URL of the portal, used in links printed into job output and e-mails.
-BELVEDERE_BASE_URL = env("BELVEDERE_BASE_URL", default="http://127.0.0.1:8000")
+# The portal's public address, as people reach it: links printed into job output, in e-mails (job mail, the
+# digest, vetting recommendations), webhooks and the triage inbox's prepared mail. One setting for all of them;
+# SITE_URL is its older name, read when BELVEDERE_BASE_URL is unset. Unset, links point to the local default and
+# start-up says so (system check belvedere.W001 in the production profile, belvedere.I001 and /readyz's
+# "public_url" line otherwise).
+PUBLIC_URL_DEFAULT = "http://127.0.0.1:8000"
+BELVEDERE_BASE_URL_SET = bool(env("BELVEDERE_BASE_URL", default="").strip() or env("SITE_URL", default="").strip())
+BELVEDERE_BASE_URL = (env("BELVEDERE_BASE_URL", default="").strip() or env("SITE_URL", default="").strip()
+                      or PUBLIC_URL_DEFAULT).rstrip("/")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -499,8 +506,8 @@ SLURMRESTD_API_VERSION = env("SLURMRESTD_API_VERSION", default="v0.0.38")
 # ---------------------------------------------------------------------------------------------
 # Vetting (see apps/vetting/README.md)
 # ---------------------------------------------------------------------------------------------
-# The portal's address as people reach it: links in e-mails and webhooks.
-SITE_URL = env("SITE_URL", default="http://127.0.0.1:8000")
+# The portal's address as people reach it in e-mails and webhooks: BELVEDERE_BASE_URL (above), one setting.
+SITE_URL = BELVEDERE_BASE_URL
 # Drain and return run scontrol only when this is false; a dry run records the command it would run.
 VETTING_ACTIONS_DRY_RUN = env.bool("VETTING_ACTIONS_DRY_RUN", default=True)
 # New recommendations are mailed to these addresses (comma-separated) and posted to this webhook (JSON).
