@@ -128,6 +128,48 @@ def mailto(address: str, subject: str, body: str) -> str:
             f"&body={quote(body.replace(chr(10), chr(13) + chr(10)), safe='')}")
 
 
+def group_arrays(findings: list[Finding], arrays: dict[str, str]) -> list[Finding]:
+    """One finding per job array and kind instead of one per task (issue 35: 31 of 39 items were one array's tasks).
+
+    ``arrays``: a task finding's key -> its array's label (``alps/1200123``); findings not in it pass unchanged. The
+    array's finding is keyed ``<kind>:<array>_[]`` (stable while tasks come and go), counts its tasks, sums their
+    GPU-hours lost (it ranks by what the whole array loses), takes the worst task's severity, link and facts (the
+    prepared mail speaks of the array), names the worst task in its title and lists every task, worst first, in
+    ``data["tasks"]``."""
+    out, grouped = [], {}
+    for finding in findings:
+        array = arrays.get(finding.key)
+        if not array:
+            out.append(finding)
+            continue
+        grouped.setdefault((finding.kind, array), []).append(finding)
+    for (kind, array), tasks in grouped.items():
+        tasks.sort(key=lambda f: (SEVERITY_RANK[f.severity], -(f.gpu_hours_lost or 0.0), f.key))
+        worst = tasks[0]
+        losses = [f.gpu_hours_lost for f in tasks if f.gpu_hours_lost is not None]
+        lost = round(sum(losses), 3) if losses else None
+        count = len(tasks)
+        rows = [{"job": f.data.get("task") or f.data.get("job") or f.key.partition(":")[2], "title": f.title, "detail": f.detail, "url": f.url,
+                 "severity": f.severity, "gpu_hours_lost": f.gpu_hours_lost} for f in tasks]
+        data = {**worst.data, "array": array, "task_count": count, "tasks": rows, "worst": rows[0]["job"]}
+        if kind == "wasteful_job":
+            data.update(job=f"{array}_[{count} task{'s' * (count != 1)}]",
+                        gpus=sum(int(f.data.get("gpus") or 0) for f in tasks),
+                        idle_gpus=sum(int(f.data.get("idle_gpus") or 0) for f in tasks),
+                        hours=max(float(f.data.get("hours") or 0.0) for f in tasks))
+            what = "waste GPUs" if count != 1 else "wastes GPUs"
+            detail = f"{hours_words(lost or 0.0)} GPU-hours lost by {count} task{'s' * (count != 1)}; worst {rows[0]['job']}: {worst.detail}"
+        else:
+            what = (f"{'have' if count != 1 else 'has'} stragglers" if kind == "straggler"
+                    else f"{'are' if count != 1 else 'is'} {kind.replace('_', ' ')}")
+            detail = f"worst {rows[0]['job']}: {worst.detail}"
+        name = worst.data.get("job_name") or ""
+        title = f"Job array {array}{f' {name}' if name else ''}: {count} task{'s' * (count != 1)} {what} (worst {rows[0]['job']})"
+        out.append(Finding(key=f"{kind}:{array}_[]", kind=kind, title=title, owner=worst.owner, severity=worst.severity,
+                           detail=detail, url=worst.url, gpu_hours_lost=lost, job_pk=worst.job_pk, data=data))
+    return out
+
+
 def straggler_detail(findings: list[dict], *, shown: int = 3) -> str:
     """One line per finding (the detector's own reason), the first ``shown``, then how many more."""
     reasons = [str(item.get("reason") or item.get("host") or "straggler") for item in findings]

@@ -19,7 +19,7 @@ from apps.vetting.node_states import STATE_WORDS, switch_rows
 from . import selectors
 from .choices import TriageItemKindChoices as Kind
 from .choices import TriageItemStateChoices as State
-from .inbox import Finding, reconcile, straggler_detail
+from .inbox import Finding, group_arrays, reconcile, straggler_detail
 from .models import TriageItem
 
 
@@ -38,18 +38,23 @@ def _job_label(job) -> str:
 
 def _job_findings(now: datetime) -> list[Finding]:
     """Wasteful running jobs (GPU-hours lost over the run so far) and running jobs with stragglers."""
-    findings = []
+    findings, arrays = [], {}
     records = list(selectors.running_scored_jobs())
     emails = selectors.emails_of(record.job.user_name for record in records)
     for record in records:
         job = record.job
         label, url = _job_label(job), reverse("jobs:detail", args=[job.cluster.name, job.job_id])
+        if job.array_job_id:  # a task of a job array: its findings go into the array's one row per kind
+            array = f"{job.cluster.name}/{job.array_job_id}"
+            arrays[f"{Kind.WASTEFUL_JOB}:{label}"] = arrays[f"{Kind.STRAGGLER}:{label}"] = array
         owner = f"{job.user_name} ({job.account})" if job.account else job.user_name
         reading = job_waste(job, record, now)
         gpus, hours, waste = reading.gpus, reading.hours, reading.waste
         facts = {"job": label, "job_name": job.name, "user": job.user_name, "email": emails.get(job.user_name, ""),
                  "gpus": gpus, "idle_gpus": record.idle_gpus, "score": record.score, "limiter": record.limiter,
                  "hours": round(hours, 3)}
+        if job.array_job_id:
+            facts["task"] = f"{job.cluster.name}/{job.display_id}"
         if reading.wasteful:
             why = (f"{record.idle_gpus} of {gpus} GPUs idle" if record.idle_gpus else
                    f"steady S = {record.score:.0f}" if record.score is not None else "no score")
@@ -70,7 +75,7 @@ def _job_findings(now: datetime) -> list[Finding]:
                                     title=f"{len(stragglers)} straggler finding{'s' * (len(stragglers) != 1)} in {label} {job.name}",
                                     detail=straggler_detail(stragglers), owner=owner, url=url + "#saturation", job_pk=job.pk,
                                     data={**facts, "hosts": hosts}))
-    return findings
+    return group_arrays(findings, arrays)
 
 
 NODE_SEVERITY = {"drained": "info", "in_repair": "info"}  # out of service already: waiting for repair or return
