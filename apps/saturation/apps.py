@@ -22,3 +22,6 @@ class SaturationConfig(AppConfig):
         register_gpu_model_provider(gpu_model_for_job)
         columns.register()  # the job list's score column (apps.core.job_columns)
         colourings.register()  # the rank map's GPU colourings (apps.core.gpu_colourings)
+        from . import node_findings
+
+        node_findings.register()  # hardware faults for node health and triage (apps.core.node_findings)

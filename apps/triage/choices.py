@@ -7,6 +7,7 @@ class TriageItemKindChoices(models.TextChoices):
     WASTEFUL_JOB = "wasteful_job", "wasteful job"
     STRAGGLER = "straggler", "straggler"
     FAILING_NODE = "failing_node", "failing node"
+    NODE_FAULT = "node_fault", "hardware fault"
     BAD_SWITCH = "bad_switch", "bad switch"
     NAMESPACE_REQUEST = "namespace_request", "namespace approval"
     CATALOG_INCIDENT = "catalog_incident", "catalogue incident"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import quote
 
-KINDS = ("wasteful_job", "straggler", "failing_node", "bad_switch", "namespace_request", "catalog_incident")
+KINDS = ("wasteful_job", "straggler", "failing_node", "node_fault", "bad_switch", "namespace_request", "catalog_incident")
 STATES = ("new", "acknowledged", "resolved", "muted")
 OPEN_STATES = ("new", "acknowledged")  # what the inbox shows by default: it needs a person
 SEVERITIES = ("critical", "warning", "info")

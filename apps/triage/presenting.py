@@ -30,6 +30,10 @@ def item_actions(item, *, staff_name: str = "") -> list[dict]:
                             "href": reverse("vetting-api:node-action", args=[host]),
                             "reason": (item.detail or item.title)[:200]})
         actions.append({"kind": "link", "label": "Node timeline and actions", "href": item.url})
+    elif item.kind == Kind.NODE_FAULT:
+        actions.append({"kind": "link", "label": "Node timeline and actions", "href": item.url})
+        for job in (data.get("jobs") or [])[:1]:
+            actions.append({"kind": "link", "label": f"Open {job['job']}", "href": job["url"]})
     elif item.kind == Kind.BAD_SWITCH:
         drainable = data.get("drainable") or []
         if drainable:  # one action for the switch's nodes: a dry run whatever VETTING_ACTIONS_DRY_RUN says

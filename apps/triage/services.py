@@ -13,8 +13,10 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from apps.core.node_findings import by_node, node_findings
 from apps.saturation.selectors import job_waste
 from apps.vetting.node_states import STATE_WORDS, switch_rows
+from apps.vetting.services import TELEMETRY_REASON
 
 from . import selectors
 from .choices import TriageItemKindChoices as Kind
@@ -81,9 +83,28 @@ def _job_findings(now: datetime) -> list[Finding]:
 NODE_SEVERITY = {"drained": "info", "in_repair": "info"}  # out of service already: waiting for repair or return
 
 
-def _vetting_findings() -> list[Finding]:
+def _node_fault_findings(now: datetime) -> list[Finding]:
+    """Hardware faults that running jobs' telemetry finds on nodes (a NIC retrying its packets, a GPU hot or held down:
+    ``apps.core.node_findings``): one item per node and kind however many jobs see it, listing those jobs; it clears
+    (and resolves) when no running job sees it any more."""
+    findings = []
+    for fault in by_node(node_findings(now)):
+        jobs = [{"job": job, "url": url} for job, url in fault.jobs]
+        seen = ", ".join(job for job, _ in fault.jobs[:3]) + (f" and {len(fault.jobs) - 3} more" if len(fault.jobs) > 3 else "")
+        findings.append(Finding(
+            key=f"{Kind.NODE_FAULT}:{fault.host}/{fault.kind}", kind=Kind.NODE_FAULT, severity=fault.severity,
+            title=f"{fault.host}: {fault.kind_words}" + (f", seen by {len(jobs)} jobs" if len(jobs) > 1 else ""),
+            detail=f"{fault.what}; seen by {seen}" if seen else fault.what, owner=f"node {fault.host}",
+            url=reverse("vetting:node", args=[fault.host]),
+            data={"host": fault.host, "fault": fault.kind, "jobs": jobs,
+                  "since": fault.since.isoformat() if fault.since else None}))
+    return findings
+
+
+def _vetting_findings(faulty_hosts=frozenset()) -> list[Finding]:
     """Failing nodes (one item per node: its open recommendations merged, or its health state) and bad switches.
-    A suspect node that only a switch's recommendation names is that switch's item, not one of its own."""
+    A suspect node that only a switch's recommendation names is that switch's item, not one of its own; a node that
+    only the telemetry's hardware faults raised is their item (``faulty_hosts``: the nodes with one) while they hold."""
     recommendations, nodes, failures = selectors.vetting_state()
     health = {node.host: node for node in nodes}
     by_node: dict[str, list] = {}
@@ -106,6 +127,8 @@ def _vetting_findings() -> list[Finding]:
             url=reverse("vetting:index") + f"?switch={rec.subject}",
             data={"switch": rec.subject, "hosts": hosts, "nodes": [[host, state, STATE_WORDS.get(state, state)] for host, state in row["nodes"]],
                   "drainable": row["drainable"], "recommendation": rec.pk, "rule": rec.rule.slug}))
+    absorbed |= {host for host, node in health.items() if host in faulty_hosts and host not in by_node
+                 and node.state == "suspect" and (node.reason or "").startswith(TELEMETRY_REASON)}
     hosts = set(by_node) | {host for host in health if host not in absorbed}
     for host in sorted(hosts):
         recs, node = by_node.get(host, []), health.get(host)
@@ -157,7 +180,9 @@ def _catalog_findings() -> list[Finding]:
 def triage_findings(now: datetime | None = None) -> list[Finding]:
     """Everything the sources say needs a person now."""
     now = now or timezone.now()
-    return _job_findings(now) + _vetting_findings() + _namespace_findings() + _catalog_findings()
+    faults = _node_fault_findings(now)
+    return (_job_findings(now) + faults + _vetting_findings({finding.data["host"] for finding in faults})
+            + _namespace_findings() + _catalog_findings())
 
 
 # --- the sync --------------------------------------------------------------------------------------

@@ -532,3 +532,49 @@ def gpu_health_evaluate(*, now=None, window: timedelta | None = None, hosts=None
             health.save()
             raised += 1
     return {"nodes": len(verdicts), "raised": raised}
+
+
+# ---------------------------------------------------------------------------------------------
+# Hardware faults found in jobs' telemetry -> node states
+
+
+TELEMETRY_ACTOR = "telemetry findings"
+TELEMETRY_REASON = "Telemetry: "  # how a reason this raised starts (the triage inbox's node-fault item speaks for it)
+
+
+def telemetry_findings_evaluate(*, now=None) -> dict:
+    """Raise the state of nodes on which a running job's telemetry finds a hardware fault (a NIC retrying its packets,
+    a GPU running hot or held down in its clocks: ``apps.core.node_findings``, filled by the apps that find them) to
+    suspect, the reason naming the fault and the jobs that saw it. Like the GPU-health counters it only raises a state
+    and is idempotent; evidence from before a node's last state change (a staff clear or return) does not bring it
+    back."""
+    from apps.core.node_findings import by_node, node_findings
+
+    now = now or timezone.now()
+    faults: dict[str, list] = {}
+    for fault in by_node(node_findings(now)):
+        faults.setdefault(fault.host, []).append(fault)
+    raised = 0
+    current = {health.host: health for health in NodeHealth.objects.filter(host__in=list(faults))}
+    for host, found in faults.items():
+        health = current.get(host)
+        if health is not None and health.state in ("healthy", "returned"):
+            found = [fault for fault in found if fault.since is None or fault.since >= health.since]
+            if not found:
+                continue  # staff cleared or returned the node after this evidence
+        with transaction.atomic():
+            health, _ = NodeHealth.objects.select_for_update().get_or_create(host=host, defaults={"since": now})
+            target = rule_target(health.state, "suspect")
+            if target is None:
+                continue
+            words = "; ".join(f"{fault.what} (seen by {', '.join(job for job, _ in fault.jobs[:3])}"
+                              f"{f' and {len(fault.jobs) - 3} more jobs' if len(fault.jobs) > 3 else ''})" for fault in found)
+            reason = (TELEMETRY_REASON + words)[:500]
+            severity = "critical" if any(fault.severity == "critical" for fault in found) else "warning"
+            NodeHealthEvent.objects.create(host=host, from_state=health.state, to_state=target, action="rule",
+                                           actor=TELEMETRY_ACTOR, reason=reason)
+            health.state, health.since, health.reason, health.severity = target, now, reason, severity
+            health.acknowledged_by, health.acknowledged_at = "", None
+            health.save()
+            raised += 1
+    return {"nodes": len(faults), "raised": raised}

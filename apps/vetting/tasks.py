@@ -33,18 +33,20 @@ def evaluate_rules_task() -> dict:
     VETTING_RULES_SECONDS): windows move with time."""
     from .services import rules_evaluate
 
-    from .services import gpu_health_evaluate
+    from .services import gpu_health_evaluate, telemetry_findings_evaluate
 
     task = TaskRun.objects.create(name="vetting.evaluate_rules", subject="all nodes")
-    task.start("evaluating the rules and the GPU-health counters", total=2)
+    task.start("evaluating the rules, the GPU-health counters and the telemetry's hardware faults", total=3)
     try:
         outcome = rules_evaluate()
         task.report(1, f"{outcome['findings']} findings, {outcome['created']} new recommendations")
         health = gpu_health_evaluate()  # idempotent: only raises states, never twice for the same evidence
+        task.report(2, f"GPU health: {health['raised']} node(s) raised")
+        faults = telemetry_findings_evaluate()  # the same: NICs retrying, GPUs hot or held down, in running jobs
     except Exception as exc:
         task.finish(error=str(exc)[:400])
         raise
-    task.report(2, f"{outcome['findings']} findings, {outcome['created']} new recommendations; "
-                   f"GPU health: {health['raised']} node(s) raised")
+    task.report(3, f"{outcome['findings']} findings, {outcome['created']} new recommendations; "
+                   f"GPU health: {health['raised']} node(s) raised; telemetry faults: {faults['raised']} node(s) raised")
     task.finish()
-    return {**outcome, "gpu_health": health}
+    return {**outcome, "gpu_health": health, "telemetry_faults": faults}
