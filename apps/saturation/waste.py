@@ -72,6 +72,15 @@ class Waste:
         """Lost over the known allocation (None when nothing is known)."""
         return self.lost / self.gpu_hours if self.gpu_hours and not self.unknown_gpus else None
 
+    def parts_words(self) -> str:
+        """Where the loss comes from, largest first, in GPU-hours: "700.2 waiting for stragglers, 345.0 stalled", so
+        that a job ranked high says why (a throttled GPU in a big synchronous job costs every other GPU its wait)."""
+        parts = [(self.straggler_gpu_hours, "waiting for stragglers"), (self.idle_gpu_hours, "on idle GPUs"),
+                 (self.stalled_gpu_hours, "stalled (busy GPUs without work)"),
+                 (self.failed_node_gpu_hours, "on failed nodes")]
+        return ", ".join(f"{hours:,.1f} {words}" for hours, words in sorted(parts, key=lambda part: -part[0])
+                         if hours >= 0.05)
+
 
 def _parse(value) -> datetime | None:
     if isinstance(value, datetime):

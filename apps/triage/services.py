@@ -60,7 +60,9 @@ def _job_findings(now: datetime) -> list[Finding]:
         if reading.wasteful:
             why = (f"{record.idle_gpus} of {gpus} GPUs idle" if record.idle_gpus else
                    f"steady S = {record.score:.0f}" if record.score is not None else "no score")
+            parts = waste.parts_words()
             detail = (f"{why}; {waste.lost:,.1f} of {waste.gpu_hours:,.1f} GPU-hours lost over {hours:,.1f} h"
+                      + (f" ({parts})" if parts else "")
                       + (f" ({waste.unknown_gpus} GPUs without a busy share not counted)" if waste.unknown_gpus else "")
                       + (f"; {waste.headroom:,.1f} GPU-hours of headroom" if waste.headroom else ""))
             findings.append(Finding(key=f"{Kind.WASTEFUL_JOB}:{label}", kind=Kind.WASTEFUL_JOB, severity="warning",

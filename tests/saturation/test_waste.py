@@ -67,6 +67,15 @@ def test_the_other_gpus_wait_for_a_straggler():
     assert straggler_drag(others, 3600.0) == 0.0
 
 
+def test_a_job_ranked_high_says_where_its_loss_comes_from():
+    # 16 GPUs busy 0.9 for 2 h with the 20 % straggler above: 3.0 waiting, 16 × 2 × 0.1 = 3.2 stalled
+    finding = {"level": "gpu", "host": "nid0000", "gpu": 2, "signal": "sm_clock", "deviation": -0.2, "duration_s": 1800.0,
+               "start": "2026-01-01T00:10:00+00:00", "end": "2026-01-01T00:40:00+00:00"}
+    waste = gpu_hours_lost(2.0, 16, per_gpu=_healthy(16, busy=0.9), stragglers=[finding], steady_s=3600.0)
+    assert waste.parts_words() == "3.2 stalled (busy GPUs without work), 3.0 waiting for stragglers"
+    assert gpu_hours_lost(1.0, 4, per_gpu=_healthy(4)).parts_words() == ""
+
+
 def test_gpus_on_failed_nodes_lose_their_hours():
     rows = _healthy(8)  # nid0000 and nid0001, four GPUs each
     waste = gpu_hours_lost(1.5, 8, per_gpu=rows, failed_hosts=["nid0001"])
