@@ -282,10 +282,12 @@ def _meta(document: dict) -> tuple[str, str, str, str]:
     meta = meta if isinstance(meta, dict) else {}
     slurm = meta.get("Slurm") or meta.get("slurm")
     slurm = slurm if isinstance(slurm, dict) else {}
-    version = slurm.get("version") or ""
-    if isinstance(version, dict):
-        version = ".".join(str(version.get(part, "")) for part in ("major", "minor", "micro") if part in version)
-    version = str(version or slurm.get("release") or "")[:40]
+    version = slurm.get("release") if isinstance(slurm.get("release"), str) else ""  # Slurm's own spelling: 22.05.8
+    parts = slurm.get("version")
+    if not version and isinstance(parts, dict):  # {"major": 22, "minor": 5, "micro": 8}: Slurm writes the minor as 05
+        numbers = [parts.get(part) for part in ("major", "minor", "micro") if part in parts]
+        version = ".".join(f"{int(n):02d}" if i == 1 and str(n).isdigit() else str(n) for i, n in enumerate(numbers))
+    version = str(version or (parts if isinstance(parts, str) else "") or "")[:40]
     plugin_meta = meta.get("plugin") if isinstance(meta.get("plugin"), dict) else {}
     plugins_meta = meta.get("plugins") if isinstance(meta.get("plugins"), dict) else {}
     written = plugin_meta.get("data_parser") or plugins_meta.get("data_parser") or ""

@@ -54,7 +54,10 @@ def test_job_output_has_one_url_and_sync_ingests_the_job(slurm_env, tmp_path, cl
     # Syncing again changes nothing.
     out = io.StringIO()
     call_command("sync_slurm", "--cluster", cluster.cluster_name, stdout=out, stderr=out)
-    assert re.search(r"squeue: \d+ jobs read, 0 created, 0 updated", out.getvalue()), out.getvalue()
+    # the report names the data_parser and the Slurm release that wrote the JSON (Slurm's own spelling)
+    version = cluster.run("scontrol", "--version", check=True).stdout.split()[-1]
+    assert re.search(rf"squeue \(data_parser v0\.0\.\d+, Slurm {re.escape(version)}\): \d+ jobs read, 0 created, 0 updated",
+                     out.getvalue()), out.getvalue()
     assert Job.objects.filter(cluster__name=cluster.cluster_name, job_id=job_id).count() == 1
 
     # The URL printed in the output: the owner (Slurm user root) sees the page, anyone else 404.

@@ -12,7 +12,7 @@ def read(slurm_data, name):
 
 def test_squeue_with_running_pending_and_array_jobs(slurm_data):
     result = parse_squeue(read(slurm_data, "squeue_mixed.json"), "testcluster")
-    assert result.problems == [] and result.slurm_version == "22.5.8"
+    assert result.problems == [] and result.slurm_version == "22.05.8"  # as Slurm spells its release
     jobs = {job.job_id: job for job in result.jobs}
     assert set(jobs) == {1, 2, 3, 4, 5}
     running = jobs[1]

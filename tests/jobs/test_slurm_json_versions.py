@@ -220,7 +220,7 @@ def test_v0039_squeue_exit_codes_and_signals_from_wrapped_wait_statuses(meta):
     jobs = [squeue_0039(1, "COMPLETED", 0), squeue_0039(2, "FAILED", 3 << 8), squeue_0039(3, "CANCELLED", 9)]
     result = parse_squeue(json.dumps({"meta": meta, "errors": [], "warnings": [], "jobs": jobs}), "alps")
     assert result.problems == [] and result.warnings == []
-    assert (result.data_parser, result.slurm_version, result.format) == ("v0.0.39", "23.2.8", "data_parser v0.0.39, Slurm 23.2.8")
+    assert (result.data_parser, result.slurm_version, result.format) == ("v0.0.39", "23.02.8", "data_parser v0.0.39, Slurm 23.02.8")  # the release, as Slurm spells it
     assert [(job.job_id, job.exit_code, job.signal) for job in result.jobs] == [(1, 0, None), (2, 3, None), (3, None, 9)]
     assert result.jobs[1].time_limit_minutes == 60 and result.jobs[1].node_list == ("nid000001", "nid000002")
 
