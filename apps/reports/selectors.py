@@ -24,7 +24,7 @@ from .usage import JobRow, usage_report
 _FIELDS = ("cluster__name", "job_id", "name", "user_name", "account", "partition", "gpus", "start_time", "end_time",
            "saturation__score", "saturation__idle_gpus", "saturation__per_gpu", "saturation__energy_j",
            "saturation__steady_start", "saturation__scored_until", "saturation__steady_found", "saturation__stragglers",
-           "saturation__gpu_model")
+           "saturation__gpu_model", "saturation__compute")
 
 
 def report_jobs_for_user(user, *, since: datetime, until: datetime, project: str | None = None,
@@ -71,7 +71,7 @@ def report_rows(queryset: QuerySet[Job]) -> list[JobRow]:
                             stragglers=row["saturation__stragglers"] or None, steady_s=steady_seconds(steady_start, until),
                             warming_up=warming_up(steady_found=row["saturation__steady_found"], observed_s=observed,
                                                   max_warmup_s=longest),
-                            reference=references.get(row["saturation__gpu_model"] or "")))
+                            reference=references.get(row["saturation__gpu_model"] or ""), compute=row["saturation__compute"]))
     return found
 
 

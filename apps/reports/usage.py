@@ -64,6 +64,7 @@ class JobRow:
     steady_s: float | None = None  # seconds of steady state they cover
     warming_up: bool = False  # not in its steady state yet: no loss (apps.saturation.waste.warming_up)
     reference: float | None = None  # the headroom reference of its GPU model (0-100)
+    compute: float | None = None  # its compute saturation (0-100): weighs a clock deficit's drag
 
     @classmethod
     def of(cls, row: "JobRow | Mapping") -> "JobRow":
@@ -103,7 +104,7 @@ def job_usage(row: JobRow | Mapping, since: datetime, until: datetime, now: date
     gpus = max(0, int(row.gpus or 0))
     waste = gpu_hours_lost(hours, gpus, score=row.score, idle_gpus=row.idle_gpus or 0, per_gpu=row.per_gpu,
                            stragglers=row.stragglers, steady_s=row.steady_s, reference=row.reference,
-                           warming_up=row.warming_up)
+                           warming_up=row.warming_up, compute=row.compute)
     energy, energy_kwh, energy_gpu_hours = finite(row.energy_j), None, 0.0
     measured_start = max(row.energy_start or row.start, row.start)
     measured_end = min(row.energy_end or end, end)

@@ -78,7 +78,8 @@ def job_waste(job, record: JobSaturation, now=None, *, references: dict | None =
         references = reference_scores()
     waste = gpu_hours_lost(hours, gpus, score=record.score, idle_gpus=record.idle_gpus or 0, per_gpu=record.per_gpu or None,
                            stragglers=record.stragglers, steady_s=steady_seconds(record.steady_start, record.scored_until),
-                           failed_hosts=failed_hosts, reference=references.get(record.gpu_model or ""), warming_up=warm)
+                           failed_hosts=failed_hosts, reference=references.get(record.gpu_model or ""), warming_up=warm,
+                           compute=record.compute)
     wasteful = record.computed is not None and is_wasteful(
         score=record.score, gpus=gpus, idle_gpus=record.idle_gpus or 0, lost_share=waste.share, warming_up=warm,
         score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE)

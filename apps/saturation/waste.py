@@ -8,7 +8,10 @@ notifications share (issue 35).
   near-idle GPUs;
 * the **wait for stragglers**: while a GPU or node lags its peers by a share ``d`` (the straggler finding's
   deviation in saturation, SM clock or busy time), the job's other working GPUs wait ``d`` of that time for it
-  (synchronous steps run at the slowest GPU's pace); overlapping stragglers count once, at the largest ``d``;
+  (synchronous steps run at the slowest GPU's pace); overlapping stragglers count once, at the largest ``d``.
+  A clock deficit slows only the part of a step bound by compute: an SM-clock finding counts ``d`` times the job's
+  compute saturation when it is known (a GPU at 72 % clock in a job at 60 % of its compute ceiling makes its peers
+  wait about 17 % of the time, as the job's own throughput shows, not 28 %);
 * GPUs on **failed nodes** (vetting) lose all their hours.
 
 **Headroom** is the distance to a reference — the typical steady score of good jobs on the same GPU model — over
@@ -93,12 +96,15 @@ def _parse(value) -> datetime | None:
         return None
 
 
-def straggler_drag(stragglers: Iterable[Mapping] | None, steady_s: float | None) -> float:
+def straggler_drag(stragglers: Iterable[Mapping] | None, steady_s: float | None, compute: float | None = None) -> float:
     """Share (0–``MAX_DRAG``) of the steady state the job's other GPUs waited for its stragglers: the union over
     time of the GPU and node findings on a speed signal, each weighing its deviation, the largest where they
-    overlap. Without a steady span (``steady_s``) nothing is known: 0."""
+    overlap; an SM-clock deviation weighs times ``compute`` (the job's compute saturation, 0–100) when known.
+    Without a steady span (``steady_s``) nothing is known: 0."""
     if not steady_s or steady_s <= 0:
         return 0.0
+    bound = finite(compute)
+    bound = min(max(bound / 100.0, 0.0), 1.0) if bound is not None else 1.0
     spans, loose = [], 0.0
     for item in stragglers or []:
         if not isinstance(item, Mapping) or item.get("level") not in STRAGGLER_LEVELS \
@@ -108,7 +114,7 @@ def straggler_drag(stragglers: Iterable[Mapping] | None, steady_s: float | None)
         duration = finite(item.get("duration_s")) or 0.0
         if d is None or duration <= 0:
             continue
-        d = min(abs(d), MAX_DRAG)
+        d = min(abs(d) * (bound if item.get("signal") == "sm_clock" else 1.0), MAX_DRAG)
         start, end = _parse(item.get("start")), _parse(item.get("end"))
         if start is not None and end is not None and end > start:
             spans.append((start, end, d))
@@ -126,12 +132,13 @@ def straggler_drag(stragglers: Iterable[Mapping] | None, steady_s: float | None)
 def gpu_hours_lost(hours: float, gpus: int, *, score: float | None = None, idle_gpus: int = 0,
                    per_gpu: Iterable[Mapping] | None = None, stragglers: Iterable[Mapping] | None = None,
                    steady_s: float | None = None, failed_hosts: Iterable[str] = (), reference: float | None = None,
-                   warming_up: bool = False) -> Waste:
+                   warming_up: bool = False, compute: float | None = None) -> Waste:
     """What ``gpus`` GPUs held for ``hours`` hours lost, and their headroom to ``reference`` (0–100).
 
     ``per_gpu`` (the saturation record's rows: ``busy`` 0–1, ``score`` 0–100, ``host``) decides GPU by GPU when
     given; without rows only the ``idle_gpus`` are known to lose (the others are ``unknown_gpus``).
-    ``stragglers`` (the record's findings) over ``steady_s`` seconds of steady state give the wait for them.
+    ``stragglers`` (the record's findings) over ``steady_s`` seconds of steady state give the wait for them, with
+    ``compute`` (the job's compute saturation, 0–100) weighing clock deficits.
     ``failed_hosts``: nodes whose vetting failed. ``warming_up``: no loss yet (see :func:`warming_up`).
     """
     hours = max(0.0, float(hours or 0.0))
@@ -170,7 +177,7 @@ def gpu_hours_lost(hours: float, gpus: int, *, score: float | None = None, idle_
         unknown = gpus - idle_gpus
         working = unknown
         headroom = None
-    waiting = straggler_drag(stragglers, steady_s) * hours * max(0, working - _lagging(stragglers, rows))
+    waiting = straggler_drag(stragglers, steady_s, compute) * hours * max(0, working - _lagging(stragglers, rows))
     lost = idle + stalled + waiting + on_failed
     return Waste(gpu_hours=gpus * hours, lost=lost, idle_gpu_hours=idle, unknown_gpus=unknown, stalled_gpu_hours=stalled,
                  straggler_gpu_hours=waiting, failed_node_gpu_hours=on_failed, headroom=headroom)

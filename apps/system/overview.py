@@ -171,7 +171,7 @@ def job_lost_per_hour(job: JobRow, nodes: Mapping[str, NodeInfo] | None = None):
     """GPU-hours this job loses per hour of running, and its headroom (apps.saturation.waste's rule)."""
     return gpu_hours_lost(1.0, job.gpus, score=job.score, idle_gpus=job.idle_gpus, per_gpu=job.per_gpu,
                           stragglers=job.straggler_findings, steady_s=job.steady_s, failed_hosts=failed_hosts(job, nodes),
-                          reference=job.reference, warming_up=job.warming_up)
+                          reference=job.reference, warming_up=job.warming_up, compute=job.compute)
 
 
 def totals(jobs: Iterable[JobRow], nodes: Mapping[str, NodeInfo] | None = None) -> dict:

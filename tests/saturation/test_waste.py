@@ -67,6 +67,20 @@ def test_the_other_gpus_wait_for_a_straggler():
     assert straggler_drag(others, 3600.0) == 0.0
 
 
+def test_a_clock_deficit_slows_only_the_compute_bound_part_of_a_step():
+    # the demo's Megatron job: one GPU at 72 % clock for 2 of its 3 steady hours, the job at 60 % of its compute
+    # ceiling: its peers wait 0.28 × 0.6 = 16.8 % of those 2 h, 11.2 % of the steady state (its own throughput fell 14 %)
+    clock = {"level": "gpu", "host": "nid0000", "gpu": 2, "signal": "sm_clock", "deviation": -0.28, "duration_s": 7200.0,
+             "start": "2026-01-01T01:00:00+00:00", "end": "2026-01-01T03:00:00+00:00"}
+    assert straggler_drag([clock], 10800.0, compute=60.0) == pytest.approx(0.112)
+    assert straggler_drag([clock], 10800.0) == pytest.approx(0.28 * 2 / 3)  # compute unknown: the whole deficit
+    # a lag in busy time or saturation is time already: compute does not weigh it
+    busy = {**clock, "signal": "busy", "deviation": -0.1}
+    assert straggler_drag([busy], 10800.0, compute=60.0) == pytest.approx(0.1 * 2 / 3)
+    waste = gpu_hours_lost(3.0, 8, per_gpu=_healthy(8), stragglers=[clock], steady_s=10800.0, compute=60.0)
+    assert waste.straggler_gpu_hours == pytest.approx(7 * 3.0 * 0.112)
+
+
 def test_a_job_ranked_high_says_where_its_loss_comes_from():
     # 16 GPUs busy 0.9 for 2 h with the 20 % straggler above: 3.0 waiting, 16 × 2 × 0.1 = 3.2 stalled
     finding = {"level": "gpu", "host": "nid0000", "gpu": 2, "signal": "sm_clock", "deviation": -0.2, "duration_s": 1800.0,
