@@ -33,7 +33,7 @@ DATA_DIR = Path(env("BELVEDERE_DATA_DIR", default=str(BASE_DIR / "var"))).resolv
 # SITE_URL is its older name, read when BELVEDERE_BASE_URL is unset. Unset, links point to the local default and
 # start-up says so (system check belvedere.W001 in the production profile, belvedere.I001 and /readyz's
 # "public_url" line otherwise).
-PUBLIC_URL_DEFAULT = "http://127.0.0.1:8000"
+PUBLIC_URL_DEFAULT = f"http://{env('BELVEDERE_BIND', default='127.0.0.1:8000').strip() or '127.0.0.1:8000'}"  # make run's address
 BELVEDERE_BASE_URL_SET = bool(env("BELVEDERE_BASE_URL", default="").strip() or env("SITE_URL", default="").strip())
 BELVEDERE_BASE_URL = (env("BELVEDERE_BASE_URL", default="").strip() or env("SITE_URL", default="").strip()
                       or PUBLIC_URL_DEFAULT).rstrip("/")
