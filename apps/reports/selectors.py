@@ -70,7 +70,7 @@ def report_rows(queryset: QuerySet[Job]) -> list[JobRow]:
                             energy_start=steady_start, energy_end=until,
                             stragglers=row["saturation__stragglers"] or None, steady_s=steady_seconds(steady_start, until),
                             warming_up=warming_up(steady_found=row["saturation__steady_found"], observed_s=observed,
-                                                  max_warmup_s=longest),
+                                                  max_warmup_s=longest, ended=row["end_time"] is not None),
                             reference=references.get(row["saturation__gpu_model"] or ""), compute=row["saturation__compute"]))
     return found
 

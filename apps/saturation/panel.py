@@ -24,6 +24,7 @@ from django.utils import timezone
 from apps.core.numbers import clock, count, duration_words, z_words
 from apps.core.panels import Fact, Finding, PanelSummary
 from apps.jobs.products import NOT_STARTED
+from apps.telemetry.models import JobTelemetry
 from apps.topology.links import job_focus_url
 
 from .figures import LEGEND_ABOVE, band_traces, bands, utilisation_vs_saturation
@@ -137,7 +138,8 @@ def why_no_score(job, record: JobSaturation | None) -> str:
         if job.is_active:
             return ("Not scored yet: running jobs are scored every "
                     f"{duration_words(getattr(settings, 'SATURATION_REFRESH_SECONDS', 600))} once telemetry arrives.")
-        if job.end_time and timezone.now() - job.end_time < timedelta(hours=float(settings.TELEMETRY_RECENT_HOURS)):
+        if job.end_time and timezone.now() - job.end_time < timedelta(hours=float(settings.TELEMETRY_RECENT_HOURS)) \
+                and _telemetry_may_come(job):
             return _not_scored_yet(job)  # its end queued a scoring, and the sweep scores recent jobs
         return ("Not scored: no scoring ran for this job — usually because no GPU telemetry reached the portal for its "
                 "nodes and run time (see the data line above).")
@@ -154,6 +156,16 @@ def why_no_score(job, record: JobSaturation | None) -> str:
         # just now, is not a reason (job 1200412 said "has not started" beside complete telemetry).
         return _not_scored_yet(job)
     return record.get_status_display()
+
+
+def _telemetry_may_come(job) -> bool:
+    """Whether a scoring of this finished job can still find telemetry: its telemetry read found samples or is under
+    way, or its end is too recent for the read its end queued to have run. A read that found nothing (or none ran
+    long after the end) means the job will not be scored: never "not scored yet" for it."""
+    status = JobTelemetry.objects.filter(job=job).values_list("status", flat=True).first()
+    if status is None:
+        return job.end_time is not None and timezone.now() - job.end_time < timedelta(minutes=2)
+    return status != "empty"
 
 
 def _not_scored_yet(job) -> str:

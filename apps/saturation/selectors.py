@@ -53,7 +53,8 @@ def record_warming_up(job, record: JobSaturation, now=None) -> bool:
     until = record.scored_until or now
     observed = (until - start).total_seconds() if start is not None and until is not None else None
     return warming_up(steady_found=record.steady_found, observed_s=observed,
-                      max_warmup_s=float(settings.SATURATION_WARMUP_MAX_SECONDS))
+                      max_warmup_s=float(settings.SATURATION_WARMUP_MAX_SECONDS),
+                      ended=getattr(job, "end_time", None) is not None)
 
 
 def reference_scores() -> dict[str, float]:

@@ -198,12 +198,14 @@ def _lagging(stragglers: Iterable[Mapping] | None, rows: list[Mapping]) -> int:
     return len(gpus)
 
 
-def warming_up(*, steady_found: bool | None, observed_s: float | None, max_warmup_s: float = WARMUP_MAX_S) -> bool:
+def warming_up(*, steady_found: bool | None, observed_s: float | None, max_warmup_s: float = WARMUP_MAX_S,
+               ended: bool = False) -> bool:
     """Whether a job is still in its warm-up: its scoring has not seen the steady state start (``steady_found``
     False: the GPUs' median busy share never passed 0.5) and it has run (``observed_s``, from its start to the
     last scored sample) less than ``max_warmup_s``. ``steady_found`` None (a record scored before this was kept)
-    is not warm-up."""
-    if steady_found is None or steady_found:
+    is not warm-up, nor is a job that has ended (``ended``): its data is all there will be, and GPUs that never got
+    busy were idle."""
+    if steady_found is None or steady_found or ended:
         return False
     return (finite(observed_s) or 0.0) < max_warmup_s
 

@@ -14,11 +14,15 @@ COMPLETE = {
     "ALLOWED_HOSTS": "belvedere.example.org",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
     "ELASTICSEARCH_URL": "https://es.example.org:9200",
+    "BELVEDERE_BASE_URL": "https://belvedere.example.org",  # the public address (unset: belvedere.W001)
 }
+# Set by Playwright's plugin for the browser tests of the same run; never in a deployment (async.E001 there).
+TEST_RUN_ONLY = ("DJANGO_ALLOW_ASYNC_UNSAFE",)
 
 
 def run(args: list[str], drop: tuple[str, ...] = (), timeout: float = 60, **extra) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key not in COMPLETE and not key.startswith("BELVEDERE_")}
+    env = {key: value for key, value in os.environ.items()
+           if key not in COMPLETE and key not in TEST_RUN_ONLY and not key.startswith("BELVEDERE_")}
     env.update({key: value for key, value in COMPLETE.items() if key not in drop})
     env.update(extra)
     return subprocess.run([sys.executable, *args], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=timeout)

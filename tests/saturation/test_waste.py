@@ -112,6 +112,8 @@ def test_warm_up_is_excluded():
     # a job whose GPUs never get busy is idle after the longest warm-up, not warming up for ever
     assert not warming_up(steady_found=False, observed_s=1800.0, max_warmup_s=1800.0)
     assert not warming_up(steady_found=None, observed_s=10.0)  # scored before the flag was kept
+    # a job that ended before its GPUs got busy (a short or idle run) is judged on the data there is
+    assert not warming_up(steady_found=False, observed_s=900.0, ended=True)
     rows = _healthy(8, busy=0.3, score=13.0)
     waste = gpu_hours_lost(0.06, 8, score=13.0, per_gpu=rows, warming_up=True)
     assert waste.warming_up and waste.lost == 0.0 and waste.headroom is None
