@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from django.contrib.auth.models import Permission
-from rest_framework.authtoken.models import Token
 
 from apps.telemetry import fields
 from apps.telemetry.backends.base import Query
@@ -93,13 +91,6 @@ def test_1x_names_and_dcgm_names_land_on_the_same_samples():
 
 # --- through the API --------------------------------------------------------------------------------
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
-
-
-@pytest.fixture
-def service(db, make_user):
-    user = make_user("collector")
-    user.user_permissions.add(Permission.objects.get(codename="add_ingestbatch"))
-    return Token.objects.create(user=user).key
 
 
 def test_import_api_stores_1x_named_exporter_text(api_client, service, store):

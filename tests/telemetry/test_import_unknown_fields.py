@@ -3,8 +3,6 @@ it appears on, how many lines it had): never silently dropped, never one error p
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from django.contrib.auth.models import Permission
-from rest_framework.authtoken.models import Token
 
 from apps.telemetry import fields
 from apps.telemetry.backends.base import Query
@@ -110,13 +108,6 @@ def test_dmon_unknown_tag_gets_one_message_across_repeated_headers():
 
 # --- through the API: the message reaches whoever posted the text -------------------------------
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
-
-
-@pytest.fixture
-def service(db, make_user):
-    user = make_user("collector")
-    user.user_permissions.add(Permission.objects.get(codename="add_ingestbatch"))
-    return Token.objects.create(user=user).key
 
 
 def test_import_answer_names_each_unknown_field_once(api_client, service, store):

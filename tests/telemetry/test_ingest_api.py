@@ -5,7 +5,6 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.utils import timezone as django_tz
 from rest_framework.authtoken.models import Token
 
@@ -18,13 +17,6 @@ NOW = datetime.now(timezone.utc).replace(microsecond=0)
 def sample(host="nid000001", gpu=0, field=1002, value=0.5, seconds_ago=60, **extra):
     return {"ts": (NOW - timedelta(seconds=seconds_ago)).isoformat().replace("+00:00", "Z"), "host": host, "gpu": gpu,
             "field": field, "value": value, **extra}
-
-
-@pytest.fixture
-def service(db, make_user):
-    user = make_user("collector")
-    user.user_permissions.add(Permission.objects.get(codename="add_ingestbatch"))
-    return Token.objects.create(user=user).key
 
 
 def post(api_client, key, body, *, content_type="application/json", encoding=None, keyword="Token", query="?cluster=alps"):

@@ -4,9 +4,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.utils import timezone as django_tz
-from rest_framework.authtoken.models import Token
 
 from apps.telemetry import ingest, netfields
 from apps.telemetry.backends.base import Query
@@ -25,13 +23,6 @@ def nic_row(host="nid000001", nic="hsn0", field="nic_retries", value=123, second
 
 def gpu_row(host="nid000001", gpu=0, field=1002, value=0.5, seconds_ago=60):
     return {"ts": iso(seconds_ago), "host": host, "gpu": gpu, "field": field, "value": value}
-
-
-@pytest.fixture
-def service(db, make_user):
-    user = make_user("collector")
-    user.user_permissions.add(Permission.objects.get(codename="add_ingestbatch"))
-    return Token.objects.create(user=user).key
 
 
 def post(api_client, key, body, *, keyword="Token", query="?cluster=alps", content_type="application/json"):
