@@ -84,9 +84,10 @@ def _h(id_, old, new, unit, dmon, meaning, kind="counter"):
     return _d(id_, old, new, unit, dmon, meaning, kind=kind, group="health")
 
 
-def _s(id_, old, new, meaning):
-    """A static text attribute (dcgm-exporter puts these on its other metrics as labels)."""
-    return Field(id_, new or old, old if new else None, TEXT, LABEL, "static", meaning)
+def _s(id_, old, new, meaning, dmon=None):
+    """A static text attribute (dcgm-exporter puts these on its other metrics as labels; ``dcgmi dmon`` prints
+    them in a column under ``dmon``): stored as a version fact (apps/telemetry/versions.py), never a sample."""
+    return Field(id_, new or old, old if new else None, TEXT, LABEL, "static", meaning, dmon)
 
 
 _PROF = "DCGM_FI_PROF_"
@@ -228,15 +229,15 @@ _FIELDS: list[Field] = [
     _d(287, _DEV + "C2C_MAX_BANDWIDTH", None, "MB/s", None, "Maximum NVLink-C2C bandwidth (a runtime peak for normalising)."),
     _d(94, _DEV + "GPM_SUPPORT", None, FLAG, None, "Whether the GPU supports NVML GPM (Hopper and newer)."),
     # --- static text (dcgm-exporter: labels on the other metrics) --------------------------------
-    _s(1, _FI + "DRIVER_VERSION", _FI + "SYSTEM_DRIVER_VERSION", "Driver version."),
-    _s(2, _FI + "NVML_VERSION", _FI + "SYSTEM_NVML_VERSION", "NVML version."),
-    _s(51, _DEV + "BRAND", _DEV + "GPU_BRAND", "Device brand."),
-    _s(53, _DEV + "SERIAL", _DEV + "BOARD_SERIAL", "Board serial number."),
-    _s(56, _DEV + "OEM_INFOROM_VER", _DEV + "INFOROM_OEM_VERSION", "OEM InfoROM version."),
-    _s(80, _DEV + "ECC_INFOROM_VER", _DEV + "INFOROM_ECC_VERSION", "ECC InfoROM version."),
-    _s(81, _DEV + "POWER_INFOROM_VER", _DEV + "INFOROM_POWER_VERSION", "Power management InfoROM version."),
-    _s(82, _DEV + "INFOROM_IMAGE_VER", _DEV + "INFOROM_IMAGE_VERSION", "InfoROM image version."),
-    _s(85, _DEV + "VBIOS_VERSION", None, "VBIOS version."),
+    _s(1, _FI + "DRIVER_VERSION", _FI + "SYSTEM_DRIVER_VERSION", "Driver version.", "DRVER"),
+    _s(2, _FI + "NVML_VERSION", _FI + "SYSTEM_NVML_VERSION", "NVML version.", "NVVER"),
+    _s(51, _DEV + "BRAND", _DEV + "GPU_BRAND", "Device brand.", "DVBRN"),
+    _s(53, _DEV + "SERIAL", _DEV + "BOARD_SERIAL", "Board serial number.", "SRNUM"),
+    _s(56, _DEV + "OEM_INFOROM_VER", _DEV + "INFOROM_OEM_VERSION", "OEM InfoROM version.", "OEMVR"),
+    _s(80, _DEV + "ECC_INFOROM_VER", _DEV + "INFOROM_ECC_VERSION", "ECC InfoROM version.", "EIVER"),
+    _s(81, _DEV + "POWER_INFOROM_VER", _DEV + "INFOROM_POWER_VERSION", "Power management InfoROM version.", "PIVER"),
+    _s(82, _DEV + "INFOROM_IMAGE_VER", _DEV + "INFOROM_IMAGE_VERSION", "InfoROM image version.", "IIVER"),
+    _s(85, _DEV + "VBIOS_VERSION", None, "VBIOS version.", "VBVER"),
 ]
 
 # Per-link NVLink rates (Hopper+): link k transmit = 1040 + 2k, receive = 1041 + 2k; GPM 63 + 2k / 62 + 2k.

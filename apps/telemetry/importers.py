@@ -17,7 +17,10 @@ Contract shared by both parsers:
 * ``ValueError`` only for input that cannot be used as a whole (empty, not the expected format,
   a required ``start``/``ts``/``host`` missing), with a message saying what to pass;
 * values are stored as printed: both tools print DCGM's own units, which are the units the
-  registry stores (``fields.Field.unit``), so nothing is converted.
+  registry stores (``fields.Field.unit``), so nothing is converted;
+* DCGM's text fields (driver, NVML, VBIOS, InfoROM versions, serial: ``fields.LABEL``) are never samples: the
+  exporter's labels (``DCGM_FI_DRIVER_VERSION="550.127.08"``) and dmon's text columns (``DRVER``, ``VBVER``...)
+  become ``ImportResult.facts`` (``versions.Observation``), which the portal stores as version facts.
 
 Where the layouts come from: tests/telemetry/data/importers/README.md. Plain Python and pandas,
 no Django.
@@ -31,7 +34,7 @@ from datetime import datetime
 
 import pandas as pd
 
-from . import fields
+from . import fields, versions
 from .backends.base import canonical, empty_frame
 
 __all__ = ["ImportResult", "parse_dcgmi_dmon", "parse_dcgm_exporter"]
@@ -46,6 +49,7 @@ class ImportResult:
     skipped: int = 0  # values left out on purpose (N/A, NaN, blank sentinels, non-DCGM metrics, MIG)
     lines: int = 0  # lines of input read
     notes: list[dict] = dataclass_field(default_factory=list)  # why values were left out, where useful
+    facts: list = dataclass_field(default_factory=list)  # versions.Observation: text fields read, never samples
 
     @property
     def samples(self) -> int:
@@ -151,7 +155,7 @@ def parse_dcgmi_dmon(text: str, *, host: str, cluster: str = "", start=None, int
         if raw.strip():
             reader.read(number, raw)
     rows = reader.finish(start_ts, interval_s)
-    return ImportResult(_frame(rows, cluster), reader.errors, reader.skipped, len(lines), reader.notes)
+    return ImportResult(_frame(rows, cluster), reader.errors, reader.skipped, len(lines), reader.notes, reader.observations)
 
 
 def _split_time_prefix(raw: str) -> tuple[pd.Timestamp | None, str]:
@@ -191,6 +195,7 @@ class _DmonReader:
         self.seen: set[tuple[str, str]] = set()  # entities of the current tick
         self.rows = _new_rows()
         self.ticks: list[int | None] = []  # tick index per sample, None where the row had its own time
+        self.facts: list[tuple] = []  # (own time or None, tick or None, gpu, version key, value) of text columns
 
     def read(self, number: int, raw: str) -> None:
         stamp, body = _split_time_prefix(raw)
@@ -223,8 +228,6 @@ class _DmonReader:
         field_ids = []
         for tag in tags:
             known = fields.by_dmon_tag(tag)
-            if known is not None and known.kind == fields.LABEL:
-                known = None  # text, not a sample (dmon prints none of these by tag; kept out like an unknown one)
             field_ids.append(known.id if known else None)
             if known is None and tag not in self.unknown_tags:
                 entry = _error(number, tag, "")
@@ -265,8 +268,26 @@ class _DmonReader:
         if stamp is None:
             self.untimed_rows += 1
         for tag, field_id, cell in zip(header.tags, header.field_ids, cells):
-            if field_id is not None:
+            if field_id is not None and field_id in versions.BY_DCGM:
+                self._text(number, tag, field_id, cell, gpu, stamp)
+            elif field_id is not None:
                 self._value(number, tag, field_id, cell, gpu, stamp)
+
+    def _text(self, number: int, tag: str, field_id: int, cell: str, gpu: int, stamp: pd.Timestamp | None) -> None:
+        """A text column (DRVER, VBVER, ...): a version fact, timed like the row, never a sample."""
+        if cell in ("", "N/A"):
+            self.skipped += 1
+            return
+        if cell.endswith("..."):
+            self.notes.append(_error(number, tag, f"{tag}: {cell!r} was cut short by dcgmi (wider than its column); "
+                                                  "not stored as a version"))
+            return
+        try:
+            versions.clean_value(cell)
+        except versions.VersionError as exc:
+            self.errors.append(_error(number, tag, f"{tag}: {exc}; value skipped"))
+            return
+        self.facts.append((stamp, None if stamp is not None else self.tick, gpu, versions.BY_DCGM[field_id], cell))
 
     def _value(self, number: int, tag: str, field_id: int, cell: str, gpu: int, stamp: pd.Timestamp | None) -> None:
         if cell in ("", "N/A"):
@@ -297,6 +318,8 @@ class _DmonReader:
         if self.header is None:
             raise ValueError("no '#Entity' header line found: this is not `dcgmi dmon` output (expected a line like "
                              "'#Entity   GRACT   SMACT ...' followed by rows like 'GPU 0   0.512 ...')")
+        if start_ts is None and any(stamp is None for stamp, *_rest in self.facts):
+            self.untimed_rows = self.untimed_rows or 1
         if self.untimed_rows and start_ts is None:
             raise ValueError("dcgmi dmon rows carry no time: pass start= (the UTC time of the first row, e.g. "
                              "start='2026-03-02T09:15:00Z') and interval_s= (the -d delay in seconds)")
@@ -304,6 +327,10 @@ class _DmonReader:
         if start_ts is not None:
             step = pd.Timedelta(interval_s, unit="s")
             rows["ts"] = [stamp if k is None else start_ts + k * step for stamp, k in zip(rows["ts"], self.ticks)]
+        self.observations = [versions.observation(self.host, gpu, key, value,
+                                                  (stamp if tick is None else start_ts + tick * pd.Timedelta(interval_s, unit="s"))
+                                                  .to_pydatetime())
+                             for stamp, tick, gpu, key, value in self.facts]
         return rows
 
 
@@ -458,6 +485,7 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
     unknown: dict[str, dict] = {}  # unknown DCGM_FI_* name -> its one error entry
     unknown_lines: dict[str, int] = {}
     labels_only: dict[str, int] = {}  # text fields (driver version...): known, never samples
+    text_labels: dict[tuple, list] = {}  # (host, gpu, label, value) -> times: the labels that are version facts
     mig = 0
     pending: list[tuple[int, str | None, int, str, int, float, pd.Timestamp | None]] = []
 
@@ -520,6 +548,11 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
         sample_host = labels.get("hostname") or labels.get("Hostname") or host or None
         uuid = labels.get("UUID") or labels.get("uuid") or ""
         pending.append((number, sample_host, known.id, uuid, int(gpu_text), value, stamp))
+        if sample_host is not None and (stamp is not None or ts_default is not None):
+            for label, label_value in labels.items():
+                if label.startswith("DCGM_FI_") and label_value:
+                    text_labels.setdefault((sample_host, int(gpu_text), label, label_value), []).append(
+                        stamp if stamp is not None else ts_default)
 
     for name, entry in unknown.items():
         entry["message"] = _unknown_field_message(
@@ -551,6 +584,14 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
         rows["field"].append(field_id)
         rows["value"].append(value)
 
+    facts = []
+    for (sample_host, gpu, label, label_value), times in text_labels.items():
+        for moment in sorted({min(times), max(times)}):
+            facts.extend(versions.from_exporter_labels({label: label_value}, sample_host, gpu, moment.to_pydatetime()))
+    facts = list(dict.fromkeys(facts))  # a node's driver label is on every GPU's lines
+    if facts:
+        notes.append(_error(None, None, f"{len({(f.host, f.gpu, f.key, f.value) for f in facts})} version(s) read from "
+                                        "DCGM text labels, stored as facts, not samples"))
     if mig:
         notes.append(_error(None, "GPU_I_ID", f"{mig} sample(s) of MIG instances skipped: Belvedere stores whole GPUs"))
     if labels_only:
@@ -560,7 +601,7 @@ def parse_dcgm_exporter(text: str, *, host: str | None = None, cluster: str = ""
         notes.append(_error(None, None, f"{sum(other_metrics.values())} sample(s) of metrics that are not DCGM "
                                         "fields skipped: " + ", ".join(sorted(other_metrics))))
     errors.sort(key=lambda entry: (entry["line"] is None, entry["line"] or 0))
-    return ImportResult(_frame(rows, cluster), errors, skipped, len(lines), notes)
+    return ImportResult(_frame(rows, cluster), errors, skipped, len(lines), notes, facts)
 
 
 def _exporter_field(name: str) -> fields.Field | None:

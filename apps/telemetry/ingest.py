@@ -5,9 +5,12 @@ A batch is a JSON array of samples, ``{"samples": [...]}``, or NDJSON (one sampl
 is a DCGM id or name (current or legacy). A row with ``"nic"`` instead of ``"gpu"`` is a network
 sample, ``{"ts", "host", "nic": "hsn2", "field": "nic_retries", "value": 123}``: ``field`` is a
 canonical network field or a driver name of one (``netfields``), counters cumulative as the driver
-reports them; both kinds may be mixed in one batch and go to their own tables. Every bad row is
-reported with its index, its line (for NDJSON) and what is wrong; good rows are kept. Plain Python:
-no Django.
+reports them; both kinds may be mixed in one batch and go to their own tables. A version is a fact, not a
+sample: a row of a DCGM text field with its text, ``{"ts", "host", "gpu", "field": "DCGM_FI_DRIVER_VERSION",
+"value": "560.35.03"}``, or a row ``{"ts", "host", "version": "nccl", "value": "2.21.5"}`` (a key of
+``versions.KEYS``, ``"gpu"`` for a GPU's firmware, ``"partition"`` optional) goes to ``ParsedBatch.facts``.
+Every bad row is reported with its index, its line (for NDJSON) and what is wrong; good rows are kept.
+Plain Python: no Django.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from datetime import datetime, timedelta, timezone
 import pandas as pd
 
 from . import fields as registry
-from . import netfields
+from . import netfields, versions
 from .backends.base import NET_COLUMNS, NET_NAME, canonical, empty_frame, empty_net_frame
 
 HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -55,10 +58,11 @@ class ParsedBatch:
     errors: list[RowError] = field(default_factory=list)
     rows: int = 0
     net: pd.DataFrame = field(default_factory=empty_net_frame)  # the network samples (NET_COLUMNS)
+    facts: list = field(default_factory=list)  # versions.Observation: text fields and versions, never samples
 
     @property
     def accepted(self) -> int:
-        return len(self.frame) + len(self.net)
+        return len(self.frame) + len(self.net) + len(self.facts)
 
     @property
     def rejected(self) -> int:
@@ -527,6 +531,7 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
     rows = {"ts": [], "cluster": [], "host": [], "gpu": [], "uuid": [], "field": [], "value": []}
     net_rows = {column: [] for column in NET_COLUMNS}
     net_names: dict = {}  # field as sent -> canonical name, or the UnknownNetField it raised
+    facts: list = []
     earliest, latest = now - max_age, now + max_ahead
 
     for index, (line, sample) in enumerate(samples):
@@ -541,10 +546,15 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
             bad(None, f"a sample is a JSON object, not {type(sample).__name__}")
             continue
         is_net = "nic" in sample
+        is_version = "version" in sample
         if is_net and "gpu" in sample:
             bad("nic", "a sample names either a gpu or a nic, not both")
             continue
-        missing = [key for key in ("ts", "host", "nic" if is_net else "gpu", "field", "value") if key not in sample]
+        if is_version and ("field" in sample or is_net):
+            bad("version", "a version row names its key in \"version\" and has no \"field\" or \"nic\"")
+            continue
+        needed = ("ts", "host", "version", "value") if is_version else ("ts", "host", "nic" if is_net else "gpu", "field", "value")
+        missing = [key for key in needed if key not in sample]
         if missing:
             bad(missing[0], f"missing {', '.join(missing)}")
             continue
@@ -570,6 +580,9 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
         if is_net:
             _net_row(sample, moment, host, net_rows, net_names, bad, scope, default_cluster)
             continue
+        if is_version:
+            _version_row(sample, moment, host, sample.get("gpu"), sample["version"], facts, bad)
+            continue
         gpu = sample["gpu"]
         if isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu <= MAX_GPU_INDEX:
             bad("gpu", f"gpu must be a GPU index 0..{MAX_GPU_INDEX}")
@@ -580,8 +593,12 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
             bad("field", str(exc))
             continue
         if dcgm_field.kind == registry.LABEL:
-            bad("field", f"{dcgm_field.display_name} ({dcgm_field.id}) is text (a label such as a version or a name), "
-                         "not a sample: it is not stored")
+            if dcgm_field.id in versions.BY_DCGM and isinstance(sample["value"], str):
+                _version_row(sample, moment, host, gpu, dcgm_field.id, facts, bad)
+            else:
+                bad("field" if dcgm_field.id not in versions.BY_DCGM else "value",
+                    f"{dcgm_field.display_name} ({dcgm_field.id}) is text (a label such as a version or a name), "
+                    "not a sample: send its text as the value, it is stored as a version fact")
             continue
         value = sample["value"]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -611,7 +628,22 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
         rows["field"].append(dcgm_field.id)
         rows["value"].append(value)
     frame = canonical(pd.DataFrame(rows)) if rows["ts"] else empty_frame()
-    return ParsedBatch(frame, errors, index + 1, _net_frame(net_rows))
+    return ParsedBatch(frame, errors, index + 1, _net_frame(net_rows), facts)
+
+
+def _version_row(sample: dict, moment: datetime, host: str, gpu, key, facts: list, bad) -> None:
+    """A version reading (a DCGM text field's text, or ``"version": key``) as a fact; a bad one is the row's error."""
+    if gpu is not None and (isinstance(gpu, bool) or not isinstance(gpu, int) or not 0 <= gpu <= MAX_GPU_INDEX):
+        bad("gpu", f"gpu must be a GPU index 0..{MAX_GPU_INDEX}")
+        return
+    partition = sample.get("partition") or ""
+    if not isinstance(partition, str) or len(partition) > 64:
+        bad("partition", "partition must be a Slurm partition name of up to 64 characters")
+        return
+    try:
+        facts.append(versions.observation(host, gpu, key, sample["value"], moment, partition))
+    except versions.VersionError as exc:
+        bad("version" if "version" in sample else "value", str(exc))
 
 
 def _finite(value, bad) -> float | None:

@@ -65,3 +65,30 @@ class JobTelemetry(JobProduct):
 
     def __str__(self) -> str:
         return f"telemetry of {self.job}: {self.status}"
+
+
+class VersionFact(models.Model):
+    """A version a node or GPU had (``apps/telemetry/versions.py``): one row per host, GPU, key and value, with the
+    first and last time it was seen. Seen again unchanged, only ``last_seen`` moves; a new value is a new row, so
+    the rows of a host and key are its history. Never a sample: the telemetry store holds numbers only."""
+
+    cluster = models.CharField(max_length=64, blank=True)
+    host = models.CharField(max_length=64)
+    gpu = models.SmallIntegerField(default=-1, help_text="GPU index; -1 for a node's version (driver, NCCL, ...).")
+    key = models.CharField(max_length=20, help_text="driver, cuda_driver, nvml, vbios, inforom_image, ..., nccl, "
+                                                    "ofi_nccl, libfabric, cxi, image_digest (versions.KEYS).")
+    value = models.CharField(max_length=200)
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    partition = models.CharField(max_length=64, blank=True, help_text="The Slurm partition it was last seen in, when told.")
+    source = models.CharField(max_length=40, blank=True, help_text="samples, dcgm-exporter, dcgmi-dmon, preflight, demo")
+
+    class Meta:
+        ordering = ["host", "key", "gpu", "-last_seen"]
+        constraints = [models.UniqueConstraint(fields=["host", "gpu", "key", "value"], name="telemetry_version_fact_unique")]
+        indexes = [models.Index(fields=["host", "key", "-last_seen"], name="telemetry_version_host_key"),
+                   models.Index(fields=["key", "-last_seen"], name="telemetry_version_key_seen")]
+
+    def __str__(self) -> str:
+        where = self.host if self.gpu < 0 else f"{self.host} GPU {self.gpu}"
+        return f"{where}: {self.key} {self.value}"

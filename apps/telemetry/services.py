@@ -255,20 +255,26 @@ def ingest_scope(job) -> Scope:
 
 
 def ingest_samples(frame: pd.DataFrame, errors: list[dict], *, source: str, sender: str, nbytes: int, rows: int,
-                   created_by=None, net: pd.DataFrame | None = None) -> IngestBatch:
+                   created_by=None, net: pd.DataFrame | None = None, facts=(), cluster: str = "") -> IngestBatch:
     """Store a batch of canonical samples (and ``net``, its network samples, with ``write_net``), record it
     (:class:`IngestBatch`: who sent it, what was kept and rejected, the first errors) and tell the jobs
-    it reached (:func:`samples_arrived`). ``rows``: samples read, kept or not. The store's
-    TelemetryUnavailable propagates before anything is recorded."""
+    it reached (:func:`samples_arrived`). ``rows``: samples read, kept or not. ``facts``: the batch's version
+    readings (``versions.Observation``), stored as facts (:func:`version_facts_record`), never as samples. The
+    store's TelemetryUnavailable propagates before anything is recorded."""
     net_rows = 0 if net is None else len(net)
+    facts = list(facts)
     if len(frame):
         telemetry_store().write(frame)
     if net_rows:
         telemetry_store().write_net(net)
     kept = [part for part in (frame, net) if part is not None and len(part)]
+    batch_cluster = kept[0]["cluster"].iloc[0] if kept else cluster
+    if facts:
+        version_facts_record(facts, source=source, cluster=batch_cluster)
+    hosts = set().union(*(set(part["host"]) for part in kept)) if kept else set()
     batch = IngestBatch.objects.create(
-        sender=sender[:200], source=source, cluster=kept[0]["cluster"].iloc[0] if kept else "",
-        hosts=len(set().union(*(set(part["host"]) for part in kept))) if kept else 0,
+        sender=sender[:200], source=source, cluster=batch_cluster,
+        hosts=len(hosts | {fact.host for fact in facts}),
         accepted=len(frame) + net_rows, rejected=rows - len(frame) - net_rows,
         bytes=nbytes, first_errors=list(errors[:10]), created_by=created_by)
     if len(frame):
@@ -340,3 +346,56 @@ def _parse(text):
         return datetime.fromisoformat(text)
     except (TypeError, ValueError):
         return None
+
+
+# -- versions: facts with first and last seen (apps/telemetry/versions.py) ------------------------------
+
+def version_facts_record(observations, *, source: str, cluster: str = "") -> dict:
+    """Store version readings as facts: per (host, gpu, key, value) one row whose ``first_seen``/``last_seen`` widen
+    to cover every reading; a reading of a new value is a new row. Idempotent (reading the same again changes
+    nothing). Returns {"created": n, "extended": n}."""
+    from django.db import transaction
+
+    from .models import VersionFact
+
+    spans: dict[tuple, list] = {}
+    for seen in observations:
+        stamp = pd.Timestamp(seen.seen)
+        moment = (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")).to_pydatetime()
+        span = spans.setdefault((seen.host, seen.gpu, seen.key, seen.value), [moment, moment, seen.partition])
+        span[0], span[1] = min(span[0], moment), max(span[1], moment)
+        if seen.partition:
+            span[2] = seen.partition
+    if not spans:
+        return {"created": 0, "extended": 0}
+    hosts = {key[0] for key in spans}
+    created = extended = 0
+    with transaction.atomic():
+        existing = {(f.host, f.gpu, f.key, f.value): f
+                    for f in VersionFact.objects.select_for_update().filter(host__in=hosts, key__in={k[2] for k in spans})}
+        known = dict(VersionFact.objects.filter(host__in=hosts).exclude(partition="")
+                      .order_by("last_seen").values_list("host", "partition"))  # the latest told wins
+        new, changed = [], []
+        for key, (first, last, partition) in spans.items():
+            fact = existing.get(key)
+            partition = partition or known.get(key[0], "")
+            if fact is None:
+                new.append(VersionFact(cluster=cluster, host=key[0], gpu=key[1], key=key[2], value=key[3], first_seen=first,
+                                       last_seen=last, partition=partition, source=source))
+                continue
+            if first < fact.first_seen or last > fact.last_seen or (partition and partition != fact.partition):
+                fact.first_seen, fact.last_seen = min(first, fact.first_seen), max(last, fact.last_seen)
+                fact.partition = partition or fact.partition
+                fact.source = source if last >= fact.last_seen else fact.source
+                changed.append(fact)
+        VersionFact.objects.bulk_create(new, ignore_conflicts=True)
+        if changed:
+            VersionFact.objects.bulk_update(changed, ["first_seen", "last_seen", "partition", "source"])
+        created, extended = len(new), len(changed)
+        if any(partition for _f, _l, partition in spans.values()):
+            # The partition a host was last told in is the host's: its other facts follow it.
+            for host in hosts:
+                told = [span[2] for key, span in spans.items() if key[0] == host and span[2]]
+                if told:
+                    VersionFact.objects.filter(host=host).exclude(partition=told[-1]).update(partition=told[-1])
+    return {"created": created, "extended": extended}

@@ -24,6 +24,12 @@ the retry handler's statistics /var/run/cxi/cxiN/<stat>, the link state
 names (apps/telemetry/netfields.py), counters cumulative as the driver reports them. cxiN is mapped
 to its interface through the PCI device (/sys/class/cxi/cxiN/device/net/<iface>).
 
+At the start it also sends the node's versions once (--versions on, the default): driver, CUDA driver, VBIOS,
+InfoROM and serial from `nvidia-smi`, and the job's communication stack (NCCL, the OFI NCCL plugin,
+libfabric, its CXI provider, the container image digest) from the environment, the libraries on
+LD_LIBRARY_PATH and `fi_info`, as rows {"ts", "host", "version": "nccl", "value": "2.21.5"} (+ "gpu" for a GPU's
+firmware, + "partition"): the portal keeps them as facts with first and last seen, never as samples.
+
 Or, with --output FILE, into a local NDJSON file (FILE.gz: gzip'ed), or with --dry-run onto stdout.
 
 Wrapper mode, the usual way to run it (every task of the step runs it; only local rank 0 of each
@@ -841,6 +847,8 @@ class AutoSource:
 # portal's registry, apps/telemetry/netfields.py, by tests/telemetry/collector/test_cassini.py.
 # --------------------------------------------------------------------------------------------
 NicSample = collections.namedtuple("NicSample", "ts nic field value")
+# A version reading (apps/telemetry/versions.py's keys): gpu None for the node's.
+VersionSample = collections.namedtuple("VersionSample", "ts gpu key value partition")
 TRAFFIC_CLASSES = range(8)
 # canonical field -> telemetry items under /sys/class/cxi/cxiN/device/telemetry/ (several: their sum)
 CXI_TELEMETRY_FIELDS = {
@@ -1007,6 +1015,13 @@ class CombinedSource:
 # Sinks: put(samples) never blocks on the network; close() flushes within a bounded time.
 # --------------------------------------------------------------------------------------------
 def _row(sample, host: str) -> dict:
+    if isinstance(sample, VersionSample):
+        row = {"ts": sample.ts, "host": host, "version": sample.key, "value": sample.value}
+        if sample.gpu is not None:
+            row["gpu"] = sample.gpu
+        if sample.partition:
+            row["partition"] = sample.partition
+        return row
     if isinstance(sample, NicSample):
         return {"ts": sample.ts, "host": host, "nic": sample.nic, "field": sample.field, "value": sample.value}
     ts, gpu, uuid, field, value = sample
@@ -1263,10 +1278,108 @@ class HttpSink:
 
 
 # --------------------------------------------------------------------------------------------
+# Versions: the node's driver and firmware (nvidia-smi) and the job's communication stack
+# --------------------------------------------------------------------------------------------
+SMI_QUERY = "index,driver_version,vbios_version,inforom.img,serial"
+SMI_KEYS = ("driver", "vbios", "inforom_image", "serial")
+VERSION_TEXT = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e]{0,198}[\x21-\x7e])?$")
+LIBNCCL = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")
+OFI_NCCL_PATH = re.compile(r"aws-ofi-nccl[-/_]v?(\d+\.\d+\.\d+(?:-aws)?)")
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _command_output(run, args, env) -> str:
+    try:
+        done = run(args, capture_output=True, text=True, timeout=10, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+def _usable(value) -> bool:
+    return bool(value) and bool(VERSION_TEXT.match(value)) and value.upper() not in ("N/A", "[N/A]", "[NOT SUPPORTED]")
+
+
+def smi_versions(env: dict, run=subprocess.run) -> list:
+    """(gpu or None, key, value) of the node's driver and GPUs from `nvidia-smi` ($BELVEDERE_NVIDIA_SMI: another
+    command, for tests)."""
+    smi = env.get("BELVEDERE_NVIDIA_SMI") or "nvidia-smi"
+    found = []
+    for line in _command_output(run, [smi, f"--query-gpu={SMI_QUERY}", "--format=csv,noheader"], env).splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) != 1 + len(SMI_KEYS) or not cells[0].isdigit():
+            continue
+        for key, value in zip(SMI_KEYS, cells[1:]):
+            if _usable(value):
+                found.append((None if key == "driver" else int(cells[0]), key, value))
+    cuda = re.search(r"CUDA Version:\s*([0-9.]+)", _command_output(run, [smi], env))
+    if cuda:
+        found.append((None, "cuda_driver", cuda.group(1)))
+    return list(dict.fromkeys(found))
+
+
+def stack_versions(env: dict, run=subprocess.run, listdir=os.listdir) -> dict:
+    """The job's communication stack as {key: version}: NCCL ($NCCL_VERSION, as NGC images set it, else the
+    libnccl.so.X.Y.Z on LD_LIBRARY_PATH), the OFI NCCL plugin (an aws-ofi-nccl-X.Y.Z directory on
+    LD_LIBRARY_PATH or $NCCL_NET_PLUGIN, or $AWS_OFI_NCCL_VERSION), libfabric and its CXI provider (`fi_info
+    --version`, `fi_info -l`), the container image digest ($BELVEDERE_IMAGE_DIGEST, else a sha256 digest in the
+    image of the EDF named by $BELVEDERE_EDF)."""
+    found = {}
+    paths = [part for part in env.get("LD_LIBRARY_PATH", "").split(":") if part]
+    if _usable(env.get("NCCL_VERSION", "")):
+        found["nccl"] = env["NCCL_VERSION"]
+    for directory in paths:
+        try:
+            names = listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            match = LIBNCCL.match(name)
+            if match and "nccl" not in found:
+                found["nccl"] = match.group(1)
+    for text in [env.get("NCCL_NET_PLUGIN", "")] + paths:
+        match = OFI_NCCL_PATH.search(text)
+        if match and "ofi_nccl" not in found:
+            found["ofi_nccl"] = match.group(1)
+    if "ofi_nccl" not in found and _usable(env.get("AWS_OFI_NCCL_VERSION", "")):
+        found["ofi_nccl"] = env["AWS_OFI_NCCL_VERSION"]
+    fi_info = env.get("BELVEDERE_FI_INFO") or "fi_info"
+    libfabric = re.search(r"^libfabric:\s*(\S+)", _command_output(run, [fi_info, "--version"], env), re.MULTILINE)
+    if libfabric:
+        found["libfabric"] = libfabric.group(1)
+    cxi = re.search(r"^cxi:\s*\n\s*version:\s*(\S+)", _command_output(run, [fi_info, "-l"], env), re.MULTILINE)
+    if cxi:
+        found["cxi"] = cxi.group(1)
+    digest = DIGEST.search(env.get("BELVEDERE_IMAGE_DIGEST", ""))
+    if not digest and env.get("BELVEDERE_EDF"):
+        try:
+            with open(env["BELVEDERE_EDF"], encoding="utf-8") as handle:
+                image = re.search(r"^\s*image\s*=\s*\"([^\"]*)\"", handle.read(65536), re.MULTILINE)
+            digest = DIGEST.search(image.group(1)) if image else None
+        except OSError:
+            digest = None
+    if digest:
+        found["image_digest"] = digest.group(0)
+    return {key: value for key, value in found.items() if _usable(value)}
+
+
+def read_versions(env: dict, run=subprocess.run, listdir=os.listdir) -> list:
+    """The node's and the job's versions as VersionSamples, read once when monitoring starts."""
+    now = iso(time.time())
+    partition = env.get("SLURM_JOB_PARTITION", "")
+    partition = partition if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", partition or "") else ""
+    samples = [VersionSample(now, gpu, key, value, partition) for gpu, key, value in smi_versions(env, run)]
+    samples += [VersionSample(now, None, key, value, partition) for key, value in stack_versions(env, run, listdir).items()]
+    return samples
+
+
+# --------------------------------------------------------------------------------------------
 # The monitor
 # --------------------------------------------------------------------------------------------
 class Monitor:
-    def __init__(self, source, sink, interval: float, duration=None, stop=None, flush_timeout: float = 10.0):
+    def __init__(self, source, sink, interval: float, duration=None, stop=None, flush_timeout: float = 10.0,
+                 versions=None):
+        self.versions = versions  # () -> [VersionSample], sent once after the source opened
         self.source, self.sink = source, sink
         self.interval, self.duration = interval, duration
         self.stop = stop or threading.Event()
@@ -1278,6 +1391,14 @@ class Monitor:
         try:
             self.source.open()
             say(f"sampling {self.source.describe()} every {self.interval:g} s into {self.sink.describe()}")
+            if self.versions is not None:
+                try:
+                    found = self.versions()
+                except Exception as error:  # noqa: BLE001 - versions are a bonus, never a reason to stop
+                    found = []
+                    say(f"versions not read: {type(error).__name__}: {error}")
+                if found:
+                    self.sink.put(found)
             start = time.monotonic()
             deadline = start + self.duration if self.duration else None
             next_read = start + self.interval
@@ -1428,6 +1549,9 @@ def build_parser() -> Parser:
                         help=f"the retry handler's statistics (default {CXI_RETRY_HANDLER})")
     parser.add_argument("--net-sysfs", default=NET_SYSFS, metavar="DIR",
                         help=f"the network class directory (default {NET_SYSFS})")
+    parser.add_argument("--versions", choices=("on", "off"), default="on",
+                        help="send the node's driver and firmware versions and the job's communication stack (NCCL, "
+                        "OFI NCCL plugin, libfabric, CXI provider, image digest) once at the start (default on)")
     parser.add_argument("--strict", action="store_true", help="standalone: exit 1 when monitoring fails "
                         "(default 0; wrapper mode always exits with the command's status)")
     return parser
@@ -1557,7 +1681,8 @@ def build_monitor(options, env: dict, stop: threading.Event, adapters=None) -> M
     host = host_name(options, env)
     source = make_source(options, env, host, adapters)
     sink = make_sink(options, env, host)
-    return Monitor(source, sink, options.interval, options.duration, stop, options.flush_timeout)
+    versions = (lambda: read_versions(env)) if getattr(options, "versions", "on") == "on" else None
+    return Monitor(source, sink, options.interval, options.duration, stop, options.flush_timeout, versions)
 
 
 def is_monitor_task(env: dict) -> bool:

@@ -21,7 +21,8 @@ class IngestProblem(serializers.Serializer):
 class IngestResponse(serializers.Serializer):
     """How many samples were stored and rejected, the batch that records it, and the first problems."""
 
-    accepted = serializers.IntegerField(min_value=0)
+    accepted = serializers.IntegerField(min_value=0, help_text="Samples and versions kept.")
+    versions = serializers.IntegerField(min_value=0, help_text="Of them, version readings stored as facts (never samples).")
     rejected = serializers.IntegerField(min_value=0)
     batch = serializers.IntegerField(help_text="The ingest batch's id.")
     errors = IngestProblem(many=True)

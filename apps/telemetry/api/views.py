@@ -89,20 +89,20 @@ def _sender(request) -> str:
     return f"job {job.cluster.name}/{job.job_id}" if job is not None else request.user.get_username()
 
 
-def _store_and_record(request, frame, errors, *, source, nbytes, rows, net=None):
+def _store_and_record(request, frame, errors, *, source, nbytes, rows, net=None, facts=(), cluster=""):
     """Hand the batch to :func:`ingest_samples` and answer with what was kept; a batch with no good sample is a 400.
     ``net``: the batch's network samples (NIC rows), stored beside the GPU samples."""
     job = token_job(request)
     try:
         batch = ingest_samples(frame, errors, source=source, sender=_sender(request), nbytes=nbytes, rows=rows,
                                created_by=request.user if getattr(request.user, "is_authenticated", False) and job is None else None,
-                               net=net)
+                               net=net, facts=facts, cluster=cluster)
     except TelemetryUnavailable as exc:
         raise InputError(str(exc), status_code=503) from exc
     kept = len(frame) + (0 if net is None else len(net))
-    body = {"accepted": kept, "rejected": rows - kept, "batch": batch.pk,
+    body = {"accepted": kept, "versions": len(facts), "rejected": rows - kept, "batch": batch.pk,
             "errors": errors[:ingest.MAX_REPORTED_ERRORS], "errors_truncated": len(errors) > ingest.MAX_REPORTED_ERRORS}
-    if rows and not kept:
+    if rows and not kept and not facts:
         detail = f"none of the {rows} samples was accepted; first problem: {errors[0]['message']}" if errors else "no samples"
         raise InputError(detail, [ErrorItem(message=e["message"], field=e.get("field"), line=e.get("line")) for e in errors[:20]])
     return Response(body, status=status.HTTP_200_OK)
@@ -211,7 +211,8 @@ class SampleIngestView(APIView):
             parsed = ingest.parse_batch(samples, now=timezone.now(), default_cluster=params.get("cluster", ""),
                                         scope=ingest_scope(token_job(request)))
         return _store_and_record(request, parsed.frame, [e.as_dict() for e in parsed.errors], source="samples",
-                                 nbytes=len(body), rows=parsed.rows, net=parsed.net)
+                                 nbytes=len(body), rows=parsed.rows - len(parsed.facts), net=parsed.net, facts=parsed.facts,
+                                 cluster=ingest_scope(token_job(request)).cluster_for(params.get("cluster", "")))
 
 
 class SeriesView(APIView):
@@ -312,5 +313,6 @@ class ImportView(APIView):
         frame, dropped = scope.restrict(result.frame)  # the same rules parse_batch applies per sample
         if dropped:
             errors.append({"line": None, "column": None, "message": dropped})
+        facts = [fact for fact in result.facts if scope.host_error(fact.host) is None and scope.time_error(fact.seen) is None]
         return _store_and_record(request, frame, errors, source=kind, nbytes=len(body),
-                                 rows=result.samples + len(result.errors))
+                                 rows=result.samples + len(result.errors), facts=facts, cluster=cluster)
