@@ -101,7 +101,7 @@ def wasteful_message(job: JobFacts, waste: Waste, thresholds: Thresholds) -> Mes
     subject = f"{SUBJECT_PREFIX} {_job_words(job)} wastes GPUs: {headline}"
     lines = [f"Hello {job.user_name},", "",
              f"your running {_job_words(job)} on {_gpus(job.gpus)} "
-             + ("is losing much of what it holds." if mostly_idle or (waste.share or 0) >= thresholds.idle_share else
+             + ("is losing much of what it holds." if mostly_idle or (waste.own_share or 0) >= thresholds.idle_share else
                 "runs far from what its GPUs can do in its steady state."), ""]
     lines.append("What we see:")
     if job.score is not None:
@@ -110,9 +110,11 @@ def wasteful_message(job: JobFacts, waste: Waste, thresholds: Thresholds) -> Mes
                      "over all GPUs.")
     if idle:
         lines.append(f"  - {idle:,} of {_gpus(job.gpus)} idle (busy less than {IDLE_BUSY:.0%} of the time).")
-    lost = f"{waste.lost:,.1f}"
-    lines.append(f"  - {lost} GPU-hours lost so far of {waste.gpu_hours:,.1f} held in {duration_words(job.hours)}"
+    lost = f"{waste.own:,.1f}"
+    lines.append(f"  - {lost} GPU-hours lost by the job so far of {waste.gpu_hours:,.1f} held in {duration_words(job.hours)}"
                  + (f" (idle GPUs count whole: {waste.idle_gpu_hours:,.1f})" if waste.idle_gpu_hours else "")
+                 + (f"; {waste.hardware_gpu_hours:,.1f} more lost to faulty hardware, which staff have been told of"
+                    if waste.hardware_gpu_hours >= 0.05 else "")
                  + (f"; {waste.unknown_gpus:,} GPUs without a busy share are not counted" if waste.unknown_gpus else "") + ".")
     if waste.headroom:
         lines.append(f"  - {waste.headroom:,.1f} GPU-hours of headroom: what reaching the typical score of good jobs on "

@@ -96,7 +96,8 @@ def usage_report_for_user(user, *, since: datetime, until: datetime, now: dateti
     the filters and each top job's page, in one query."""
     jobs = report_jobs_for_user(user, since=since, until=until, project=project or None, user_name=user_name or None,
                                 partition=partition or None)
-    report = usage_report(report_rows(jobs), since=since, until=until, now=now, group_by=group_by)
+    report = usage_report(report_rows(jobs), since=since, until=until, now=now, group_by=group_by,
+                          score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE)
     for job in report["top_jobs"]:
         job["url"] = reverse("jobs:detail", kwargs={"cluster": job["cluster"], "job_id": job["job_id"]})
     return {"window": {"since": since, "until": until, "now": now}, "group_by": group_by,

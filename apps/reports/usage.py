@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Iterable, Mapping
 
 from apps.core.numbers import finite
-from apps.saturation.waste import gpu_hours_lost
+from apps.saturation.waste import WASTE_IDLE_SHARE, WASTE_SCORE_BELOW, gpu_hours_lost, rank_key
 
 GROUPS = {"project": "account", "user": "user", "partition": "partition"}
 BIN_WIDTH = 10
@@ -85,13 +85,17 @@ class JobUsage:
     energy_kwh: float | None
     energy_gpu_hours: float = 0.0  # GPU-hours inside the window whose energy was measured
     headroom: float | None = None  # GPU-hours of headroom to the reference (None: no reference)
+    own: float = 0.0  # the part of ``lost`` the job lost itself (apps.saturation.waste.Waste.own)
+    hardware: float = 0.0  # the part lost to faulty hardware
+    rank: tuple = (1, 0.0)  # apps.saturation.waste.rank_key: the wasteful first, then by ``own``
 
 
 def _hours(start: datetime, end: datetime) -> float:
     return max(0.0, (end - start).total_seconds() / 3600.0)
 
 
-def job_usage(row: JobRow | Mapping, since: datetime, until: datetime, now: datetime) -> JobUsage | None:
+def job_usage(row: JobRow | Mapping, since: datetime, until: datetime, now: datetime, *,
+              score_below: float = WASTE_SCORE_BELOW, idle_share: float = WASTE_IDLE_SHARE) -> JobUsage | None:
     """``row``'s part of ``[since, until)``, or None when its run does not overlap the window."""
     row = JobRow.of(row)
     if row.start is None:
@@ -116,7 +120,10 @@ def job_usage(row: JobRow | Mapping, since: datetime, until: datetime, now: date
             energy_gpu_hours = gpus * inside
     return JobUsage(row=row, hours=hours, gpu_hours=gpus * hours, lost=waste.lost, idle_gpu_hours=waste.idle_gpu_hours,
                     known_gpu_hours=(gpus - waste.unknown_gpus) * hours, energy_kwh=energy_kwh,
-                    energy_gpu_hours=energy_gpu_hours, headroom=waste.headroom)
+                    energy_gpu_hours=energy_gpu_hours, headroom=waste.headroom, own=waste.own,
+                    hardware=waste.hardware_gpu_hours,
+                    rank=rank_key(waste, score=row.score, gpus=gpus, idle_gpus=row.idle_gpus or 0, score_below=score_below,
+                                  idle_share=idle_share))
 
 
 def _share(part: float, whole: float) -> float | None:
@@ -175,7 +182,8 @@ def score_histogram(usages: Iterable[JobUsage]) -> dict:
 
 
 def usage_report(rows: Iterable[JobRow | Mapping], *, since: datetime, until: datetime, now: datetime,
-                 group_by: str = "project", top: int = TOP_JOBS) -> dict:
+                 group_by: str = "project", top: int = TOP_JOBS, score_below: float = WASTE_SCORE_BELOW,
+                 idle_share: float = WASTE_IDLE_SHARE) -> dict:
     """The report of ``rows`` over ``[since, until)`` grouped by ``group_by`` (project, user or partition).
 
     Returns ``{"totals", "rows", "top_jobs", "histogram", "biggest"}``: ``rows`` one per group (``key`` the
@@ -185,7 +193,8 @@ def usage_report(rows: Iterable[JobRow | Mapping], *, since: datetime, until: da
         raise ValueError(f"group_by is one of {', '.join(GROUPS)}, not {group_by!r}")
     if since >= until:
         raise ValueError("the window's start must come before its end")
-    usages = [u for u in (job_usage(row, since, until, now) for row in rows) if u is not None]
+    usages = [u for u in (job_usage(row, since, until, now, score_below=score_below, idle_share=idle_share)
+                          for row in rows) if u is not None]
     attribute = GROUPS[group_by]
     groups: dict[str, list[JobUsage]] = {}
     for usage in usages:
@@ -194,7 +203,7 @@ def usage_report(rows: Iterable[JobRow | Mapping], *, since: datetime, until: da
     table.sort(key=lambda r: (-r["gpu_hours"], r["key"]))
     losers = [r for r in table if r["gpu_hours_lost"] > 0]
     biggest = max(losers, key=lambda r: (r["gpu_hours_lost"], r["key"])) if losers else None
-    wasteful = sorted((u for u in usages if u.lost > 0), key=lambda u: (-u.lost, u.row.cluster, u.row.job_id))[:top]
+    wasteful = sorted((u for u in usages if u.lost > 0), key=lambda u: (*u.rank, u.row.cluster, u.row.job_id))[:top]
     return {
         "totals": _aggregate(usages),
         "rows": table,
@@ -204,6 +213,7 @@ def usage_report(rows: Iterable[JobRow | Mapping], *, since: datetime, until: da
                       "account": u.row.account, "partition": u.row.partition, "gpus": u.row.gpus,
                       "gpus_source": u.row.gpus_source, "score": u.row.score,
                       "idle_gpus": u.row.idle_gpus, "gpu_hours": u.gpu_hours, "gpu_hours_lost": u.lost,
+                      "gpu_hours_lost_by_job": u.own, "gpu_hours_lost_to_hardware": u.hardware, "wasteful": u.rank[0] == 0,
                       "headroom_gpu_hours": u.headroom, "running": u.row.end is None} for u in wasteful],
         "histogram": score_histogram(usages),
         "gpu_counts": gpu_count_sources(usages),

@@ -82,6 +82,6 @@ def job_waste(job, record: JobSaturation, now=None, *, references: dict | None =
                            failed_hosts=failed_hosts, reference=references.get(record.gpu_model or ""), warming_up=warm,
                            compute=record.compute)
     wasteful = record.computed is not None and is_wasteful(
-        score=record.score, gpus=gpus, idle_gpus=record.idle_gpus or 0, lost_share=waste.share, warming_up=warm,
+        score=record.score, gpus=gpus, idle_gpus=record.idle_gpus or 0, lost_share=waste.own_share, warming_up=warm,
         score_below=settings.WASTE_SCORE_BELOW, idle_share=settings.WASTE_IDLE_SHARE)
     return JobWaste(gpus=gpus, hours=hours, wasteful=wasteful, waste=waste)

@@ -14,9 +14,21 @@ notifications share (issue 35).
   wait about 17 % of the time, as the job's own throughput shows, not 28 %);
 * GPUs on **failed nodes** (vetting) lose all their hours.
 
+**Whose loss**: the wait for a GPU whose clock the hardware holds down (an SM-clock straggler: power or thermal
+throttling) and the GPUs on failed nodes are lost *to faulty hardware*: the job's owner cannot win them back, staff
+can (drain the node). The rest is lost *by the job* (``Waste.own``): idle GPUs, stalls, and the wait for stragglers
+slow for the job's own reasons. Every list of wasteful jobs (system page, reports, triage, mail) ranks and judges by
+what the job loses itself; the part lost to hardware is shown beside it and counted against the node.
+
 **Headroom** is the distance to a reference — the typical steady score of good jobs on the same GPU model — over
 the busy time: ``hours × max(0, ref × busy − S) / 100`` per GPU. It is never counted as loss: no real training
 reaches 100.
+
+**Ranking**: a list of the jobs that lose most (system page, reports, triage) puts the jobs the verdict calls
+wasteful (:func:`is_wasteful`: a quarter or more of their GPU-hours lost by the job, or a steady score under 30) first,
+then the others, each part by the GPU-hours lost by the job: :func:`rank_key`. A big training job losing 11 % to its
+checkpoints and evaluations loses more GPU-hours than a small job with three quarters of its GPUs idle, but it uses
+its allocation as training does; the idle job is the one to act on. Both numbers are shown as measured.
 
 **Warm-up**: until the job's steady state is known (the scoring saw the GPUs' median busy share pass 0.5, or the
 job has run ``WARMUP_MAX_S`` without ever doing so: then its idle GPUs are idle, not warming up) there is no loss,
@@ -46,12 +58,15 @@ WASTE_IDLE_SHARE = 0.25
 WARMUP_MAX_S = 1800.0
 STRAGGLER_SIGNALS = ("saturation", "sm_clock", "busy")  # the signals that slow a synchronous step
 STRAGGLER_LEVELS = ("gpu", "node")  # switch and group findings sum the node findings: not counted twice
+HARDWARE_SIGNALS = ("sm_clock",)  # a clock the hardware holds down: the wait for it is lost to hardware, not the job
 MAX_DRAG = 0.9
 
 # The words shown where the numbers are (system page, reports, triage, mail, API help): one place.
 LOSS_WORDS = ("GPU-hours lost count only what was measurably lost in the steady state: idle GPUs whole, the time busy "
               "GPUs did nothing (stalls, checkpoints, data waits), the time the other GPUs waited for a straggler, and "
-              "GPUs on failed nodes; the warm-up is not counted.")
+              "GPUs on failed nodes; the warm-up is not counted. Jobs are ranked by what they lose themselves: the wait for a "
+              "GPU whose clock the hardware holds down and GPUs on failed nodes are lost to faulty hardware, shown apart "
+              "and counted against the node.")
 HEADROOM_WORDS = ("Headroom is the distance to the typical steady score of good jobs on the same GPU model, in GPU-hours "
                   "of busy time; it is what tuning could gain, not a loss: no real training reaches 100.")
 WARMING_UP_WORDS = ("warming up: the GPUs have not reached their steady state yet, so there is no verdict on waste")
@@ -69,6 +84,18 @@ class Waste:
     failed_node_gpu_hours: float = 0.0  # GPUs on failed nodes
     headroom: float | None = None  # GPU-hours to the reference; None without a reference or a score
     warming_up: bool = False  # no verdict yet: every loss is 0
+    hardware_gpu_hours: float = 0.0  # the part of ``lost`` lost to faulty hardware: clock-straggler wait + failed nodes
+    hardware_hosts: tuple = ()  # the nodes that part is charged to, with their GPU-hours: ((host, gpu_hours), ...)
+
+    @property
+    def own(self) -> float:
+        """GPU-hours the job loses itself: ``lost`` less what faulty hardware cost it."""
+        return max(0.0, self.lost - self.hardware_gpu_hours)
+
+    @property
+    def own_share(self) -> float | None:
+        """``own`` over the known allocation (None when nothing is known)."""
+        return self.own / self.gpu_hours if self.gpu_hours and not self.unknown_gpus else None
 
     @property
     def share(self) -> float | None:
@@ -76,11 +103,12 @@ class Waste:
         return self.lost / self.gpu_hours if self.gpu_hours and not self.unknown_gpus else None
 
     def parts_words(self) -> str:
-        """Where the loss comes from, largest first, in GPU-hours: "700.2 waiting for stragglers, 345.0 stalled", so
-        that a job ranked high says why (a throttled GPU in a big synchronous job costs every other GPU its wait)."""
-        parts = [(self.straggler_gpu_hours, "waiting for stragglers"), (self.idle_gpu_hours, "on idle GPUs"),
-                 (self.stalled_gpu_hours, "stalled (busy GPUs without work)"),
-                 (self.failed_node_gpu_hours, "on failed nodes")]
+        """Where the job's own loss comes from, largest first, in GPU-hours: "345.0 stalled (busy GPUs without work),
+        48.0 on idle GPUs", so that a job ranked high says why. What faulty hardware cost it (``hardware_gpu_hours``)
+        is not among them: callers say it apart."""
+        clock = max(0.0, self.hardware_gpu_hours - self.failed_node_gpu_hours)
+        parts = [(self.straggler_gpu_hours - clock, "waiting for stragglers"), (self.idle_gpu_hours, "on idle GPUs"),
+                 (self.stalled_gpu_hours, "stalled (busy GPUs without work)")]
         return ", ".join(f"{hours:,.1f} {words}" for hours, words in sorted(parts, key=lambda part: -part[0])
                          if hours >= 0.05)
 
@@ -96,11 +124,14 @@ def _parse(value) -> datetime | None:
         return None
 
 
-def straggler_drag(stragglers: Iterable[Mapping] | None, steady_s: float | None, compute: float | None = None) -> float:
+def straggler_drag(stragglers: Iterable[Mapping] | None, steady_s: float | None, compute: float | None = None,
+                   signals: Iterable[str] = STRAGGLER_SIGNALS) -> float:
     """Share (0–``MAX_DRAG``) of the steady state the job's other GPUs waited for its stragglers: the union over
     time of the GPU and node findings on a speed signal, each weighing its deviation, the largest where they
     overlap; an SM-clock deviation weighs times ``compute`` (the job's compute saturation, 0–100) when known.
+    ``signals``: only the findings on these signals (``HARDWARE_SIGNALS``: the part lost to hardware).
     Without a steady span (``steady_s``) nothing is known: 0."""
+    signals = tuple(signals)
     if not steady_s or steady_s <= 0:
         return 0.0
     bound = finite(compute)
@@ -108,7 +139,7 @@ def straggler_drag(stragglers: Iterable[Mapping] | None, steady_s: float | None,
     spans, loose = [], 0.0
     for item in stragglers or []:
         if not isinstance(item, Mapping) or item.get("level") not in STRAGGLER_LEVELS \
-                or item.get("signal") not in STRAGGLER_SIGNALS:
+                or item.get("signal") not in STRAGGLER_SIGNALS or item.get("signal") not in signals:
             continue
         d = finite(item.get("deviation"))
         duration = finite(item.get("duration_s")) or 0.0
@@ -177,10 +208,31 @@ def gpu_hours_lost(hours: float, gpus: int, *, score: float | None = None, idle_
         unknown = gpus - idle_gpus
         working = unknown
         headroom = None
-    waiting = straggler_drag(stragglers, steady_s, compute) * hours * max(0, working - _lagging(stragglers, rows))
+    waiters = hours * max(0, working - _lagging(stragglers, rows))
+    waiting = straggler_drag(stragglers, steady_s, compute) * waiters
+    # the union over time takes the largest deviation where findings overlap: the clock findings alone wait no longer
+    clock_wait = min(straggler_drag(stragglers, steady_s, compute, signals=HARDWARE_SIGNALS) * waiters, waiting)
     lost = idle + stalled + waiting + on_failed
+    charged: dict[str, float] = {}
+    clock_hosts = _hosts_of(stragglers, HARDWARE_SIGNALS)
+    for host in clock_hosts:
+        charged[host] = charged.get(host, 0.0) + clock_wait / len(clock_hosts)
+    if on_failed:
+        for row in rows:
+            host = row.get("host")
+            if host is not None and str(host) in failed:
+                charged[str(host)] = charged.get(str(host), 0.0) + hours
     return Waste(gpu_hours=gpus * hours, lost=lost, idle_gpu_hours=idle, unknown_gpus=unknown, stalled_gpu_hours=stalled,
-                 straggler_gpu_hours=waiting, failed_node_gpu_hours=on_failed, headroom=headroom)
+                 straggler_gpu_hours=waiting, failed_node_gpu_hours=on_failed, headroom=headroom,
+                 hardware_gpu_hours=clock_wait + on_failed,
+                 hardware_hosts=tuple(sorted(charged.items(), key=lambda item: (-item[1], item[0]))))
+
+
+def _hosts_of(stragglers: Iterable[Mapping] | None, signals: Iterable[str]) -> list[str]:
+    """The hosts of the GPU and node findings on ``signals``, sorted."""
+    signals = tuple(signals)
+    return sorted({str(item["host"]) for item in stragglers or [] if isinstance(item, Mapping)
+                   and item.get("level") in STRAGGLER_LEVELS and item.get("signal") in signals and item.get("host")})
 
 
 def _lagging(stragglers: Iterable[Mapping] | None, rows: list[Mapping]) -> int:
@@ -208,6 +260,15 @@ def warming_up(*, steady_found: bool | None, observed_s: float | None, max_warmu
     if steady_found is None or steady_found or ended:
         return False
     return (finite(observed_s) or 0.0) < max_warmup_s
+
+
+def rank_key(waste: Waste, *, score: float | None, gpus: int, idle_gpus: int = 0,
+             score_below: float = WASTE_SCORE_BELOW, idle_share: float = WASTE_IDLE_SHARE) -> tuple:
+    """The order of a list of losing jobs (smallest first): the wasteful ones (the verdict on what the job loses
+    itself) before the others, each part by the GPU-hours the job loses itself, largest first."""
+    wasteful = is_wasteful(score=score, gpus=gpus, idle_gpus=idle_gpus, lost_share=waste.own_share,
+                           warming_up=waste.warming_up, score_below=score_below, idle_share=idle_share)
+    return (0 if wasteful else 1, -round(waste.own, 6))
 
 
 REFERENCE_MIN_JOBS = 3

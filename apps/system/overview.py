@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from apps.core.numbers import finite
-from apps.saturation.waste import IDLE_BUSY, gpu_hours_lost
+from apps.saturation.waste import IDLE_BUSY, WASTE_IDLE_SHARE, WASTE_SCORE_BELOW, gpu_hours_lost, rank_key
 
 # Vetting states whose node counts as failed: its GPUs' hours are lost (apps/saturation/waste.py)
 FAILED_NODE_STATES = ("drain_recommended", "drained", "in_repair")
@@ -253,7 +253,8 @@ def straggler_hosts_of(per_gpu: Iterable[Mapping]) -> list[str]:
                    and row.get("host")})
 
 
-def public_job(job: JobRow, index: int, nodes: Mapping[str, NodeInfo]) -> dict:
+def public_job(job: JobRow, index: int, nodes: Mapping[str, NodeInfo], *, score_below: float = WASTE_SCORE_BELOW,
+               idle_share: float = WASTE_IDLE_SHARE) -> dict:
     """The job as an answer shows it: everything for a job the viewer may see; for another project's job
     only what the aggregates already say (GPUs, score, limiter, where), with no id, name, user, account
     or link."""
@@ -270,16 +271,24 @@ def public_job(job: JobRow, index: int, nodes: Mapping[str, NodeInfo]) -> dict:
         "compute": finite(job.compute), "memory": finite(job.memory), "limiter": job.limiter or None,
         "idle_gpus": job.idle_gpus, "stragglers": job.stragglers, "hours": round(job.hours, 2),
         "gpu_hours_lost_per_hour": round(waste.lost, 2),
+        "gpu_hours_lost_by_job_per_hour": round(waste.own, 2),
+        "gpu_hours_lost_to_hardware_per_hour": round(waste.hardware_gpu_hours, 2),
+        "hardware_hosts": [host for host, _ in waste.hardware_hosts] if job.visible else [],
+        "lost_by_job_share": None if waste.own_share is None else round(waste.own_share, 4),
         "headroom_gpu_hours_per_hour": None if waste.headroom is None else round(waste.headroom, 2),
+        "wasteful": rank_key(waste, score=job.score, gpus=job.gpus, idle_gpus=job.idle_gpus, score_below=score_below,
+                             idle_share=idle_share)[0] == 0,
         "warming_up": job.warming_up, "groups": groups, "switches": switches,
     }
     return row
 
 
 def worst_jobs(rows: list[dict], limit: int = 5) -> list[dict]:
-    """The visible running jobs that lose most GPU-hours per hour (ties: lower score first); none warming up."""
+    """The visible running jobs that lose GPU-hours, none warming up, in ``apps.saturation.waste.rank_key``'s order
+    (the wasteful ones first, then by GPU-hours lost by the job per hour; ties: lower score first)."""
     mine = [row for row in rows if row["visible"] and row["gpu_hours_lost_per_hour"] > 0 and not row.get("warming_up")]
-    mine.sort(key=lambda row: (-row["gpu_hours_lost_per_hour"], row["score"] if row["score"] is not None else 101))
+    mine.sort(key=lambda row: (not row["wasteful"], -row["gpu_hours_lost_by_job_per_hour"],
+                               row["score"] if row["score"] is not None else 101))
     return mine[:limit]
 
 

@@ -12,6 +12,7 @@ import threading
 from datetime import timedelta
 from types import SimpleNamespace
 
+from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
@@ -120,7 +121,8 @@ def system_overview(user, cluster: str | None = None, now=None, *, histogram: bo
     topology = topology_current()
     nodes = node_map(topology)
     groups, switches = overview.location_load(running, nodes)
-    public = [overview.public_job(row, index, nodes) for index, row in enumerate(running)]
+    public = [overview.public_job(row, index, nodes, score_below=settings.WASTE_SCORE_BELOW,
+                                  idle_share=settings.WASTE_IDLE_SHARE) for index, row in enumerate(running)]
     newest = max((records[int(row.key)]["computed"] for row in running
                   if int(row.key) in records and records[int(row.key)]["computed"] is not None), default=None)
     totals = overview.totals(running, nodes)

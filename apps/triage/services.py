@@ -61,14 +61,17 @@ def _job_findings(now: datetime) -> list[Finding]:
             why = (f"{record.idle_gpus} of {gpus} GPUs idle" if record.idle_gpus else
                    f"steady S = {record.score:.0f}" if record.score is not None else "no score")
             parts = waste.parts_words()
-            detail = (f"{why}; {waste.lost:,.1f} of {waste.gpu_hours:,.1f} GPU-hours lost over {hours:,.1f} h"
-                      + (f" ({parts})" if parts else "")
+            hardware = (f"; {waste.hardware_gpu_hours:,.1f} more lost to faulty hardware (the node items)"
+                        if waste.hardware_gpu_hours >= 0.05 else "")
+            detail = (f"{why}; {waste.own:,.1f} of {waste.gpu_hours:,.1f} GPU-hours lost by the job over {hours:,.1f} h"
+                      + (f" ({parts})" if parts else "") + hardware
                       + (f" ({waste.unknown_gpus} GPUs without a busy share not counted)" if waste.unknown_gpus else "")
                       + (f"; {waste.headroom:,.1f} GPU-hours of headroom" if waste.headroom else ""))
             findings.append(Finding(key=f"{Kind.WASTEFUL_JOB}:{label}", kind=Kind.WASTEFUL_JOB, severity="warning",
                                     title=f"{label} {job.name} wastes GPUs", detail=detail, owner=owner, url=url,
-                                    gpu_hours_lost=round(waste.lost, 3), job_pk=job.pk,
+                                    gpu_hours_lost=round(waste.own, 3), job_pk=job.pk,
                                     data={**facts, "idle_gpu_hours": round(waste.idle_gpu_hours, 3),
+                                          "hardware_gpu_hours": round(waste.hardware_gpu_hours, 3),
                                           "headroom_gpu_hours": None if waste.headroom is None else round(waste.headroom, 3)}))
         stragglers = list(record.stragglers or [])
         if stragglers:

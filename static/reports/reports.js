@@ -132,11 +132,15 @@
     }
     body.replaceChildren(...report.top_jobs.map((job) => el("tr", {},
       el("td", {}, el("a", { href: job.url }, `${job.cluster}/${job.job_id}`), " ", el("span", { class: "small muted" }, job.name || ""),
-        job.running ? el("span", { class: "badge badge--info" }, "running") : ""),
+        job.running ? el("span", { class: "badge badge--info" }, "running") : "",
+        job.wasteful ? el("span", { class: "badge badge--warning" }, "wasteful") : ""),
       el("td", {}, job.user), el("td", {}, job.account), el("td", { class: "num" }, number(job.gpus)),
       el("td", { class: `num s-${sLevel(job.score)}` }, job.score === null ? "–" : number(job.score)),
       el("td", { class: "num" }, hours(job.gpu_hours)),
-      el("td", { class: "num" }, hours(job.gpu_hours_lost), job.idle_gpus ? el("span", { class: "small muted" }, ` (${job.idle_gpus} idle GPU${job.idle_gpus === 1 ? "" : "s"})`) : ""),
+      el("td", { class: "num" }, hours(job.gpu_hours_lost_by_job ?? job.gpu_hours_lost),
+        job.idle_gpus ? el("span", { class: "small muted" }, ` (${job.idle_gpus} idle GPU${job.idle_gpus === 1 ? "" : "s"})`) : "",
+        job.gpu_hours_lost_to_hardware >= 0.05 ? el("span", { class: "small muted", title: "lost to faulty hardware: counted against the node" },
+          ` + ${hours(job.gpu_hours_lost_to_hardware)} to hardware`) : ""),
       el("td", { class: "num" }, job.headroom_gpu_hours === null || job.headroom_gpu_hours === undefined ? "–" : hours(job.headroom_gpu_hours)))));
   }
 

@@ -24,7 +24,7 @@ def test_a_low_score_mail_names_the_job_its_numbers_link_and_the_data_loader():
     assert LINK in message.body
     assert "16 GPUs" in message.body and "saturation 12 of 100" in message.body
     # 16 GPUs × 3 h × (1 − 0.9) = 4.8 GPU-hours lost of 48 held: only the time without work (issue 35)
-    assert "4.8 GPU-hours lost so far of 48.0 held in 3 h" in message.body
+    assert "4.8 GPU-hours lost by the job so far of 48.0 held in 3 h" in message.body
     # headroom to the reference 70: 16 × 3 × (0.7 × 0.9 − 0.12) = 24.48, and the rule's words
     assert "24.5 GPU-hours of headroom" in message.body and "(not a loss)" in message.body
     assert "measurably lost" in message.body and "wasting most" not in message.body

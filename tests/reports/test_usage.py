@@ -87,8 +87,11 @@ def test_saturation_loss_and_energy_with_their_coverage():
     assert p1["scored_share"] == pytest.approx(8 / 24) and p1["gpu_hours_lost"] == pytest.approx(8)
     assert p2["gpu_hours_lost"] == pytest.approx(7.2) and p2["energy_kwh"] == pytest.approx(18)
     assert report["biggest"]["key"] == "p1" and report["biggest"]["share"] == pytest.approx(8 / 15.2)
-    assert [(j["job_id"], round(j["gpu_hours_lost"], 6)) for j in report["top_jobs"]] == [(3, 7.2), (1, 4.0), (2, 4.0)]
-    assert report["top_jobs"][0]["running"] is True
+    # the wasteful first (job 1: half its GPU-hours lost; job 2: a quarter of its GPUs idle), then job 3, which loses
+    # more GPU-hours but only 20 % of what it holds at S 80
+    assert [(j["job_id"], round(j["gpu_hours_lost"], 6), j["wasteful"]) for j in report["top_jobs"]] == \
+        [(1, 4.0, True), (2, 4.0, True), (3, 7.2, False)]
+    assert report["top_jobs"][2]["running"] is True
 
 
 def test_nothing_known_is_never_guessed():

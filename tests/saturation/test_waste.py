@@ -3,7 +3,7 @@ GPUs, busy GPUs' time without work, the wait for stragglers, GPUs on failed node
 distance to a reference is headroom; a job warming up has no loss and no verdict. Every case is computed by hand."""
 import pytest
 
-from apps.saturation.waste import (LOSS_WORDS, gpu_hours_lost, is_wasteful, reference_score, steady_seconds,
+from apps.saturation.waste import (LOSS_WORDS, gpu_hours_lost, is_wasteful, rank_key, reference_score, steady_seconds,
                                    straggler_drag, warming_up)
 
 
@@ -85,8 +85,13 @@ def test_a_job_ranked_high_says_where_its_loss_comes_from():
     # 16 GPUs busy 0.9 for 2 h with the 20 % straggler above: 3.0 waiting, 16 × 2 × 0.1 = 3.2 stalled
     finding = {"level": "gpu", "host": "nid0000", "gpu": 2, "signal": "sm_clock", "deviation": -0.2, "duration_s": 1800.0,
                "start": "2026-01-01T00:10:00+00:00", "end": "2026-01-01T00:40:00+00:00"}
-    waste = gpu_hours_lost(2.0, 16, per_gpu=_healthy(16, busy=0.9), stragglers=[finding], steady_s=3600.0)
+    waste = gpu_hours_lost(2.0, 16, per_gpu=_healthy(16, busy=0.9), stragglers=[{**finding, "signal": "saturation"}],
+                           steady_s=3600.0)
     assert waste.parts_words() == "3.2 stalled (busy GPUs without work), 3.0 waiting for stragglers"
+    # the same wait for a GPU the hardware holds down is not the job's: its words leave it out, hardware_gpu_hours has it
+    waste = gpu_hours_lost(2.0, 16, per_gpu=_healthy(16, busy=0.9), stragglers=[finding], steady_s=3600.0)
+    assert waste.parts_words() == "3.2 stalled (busy GPUs without work)"
+    assert waste.hardware_gpu_hours == pytest.approx(3.0)
     assert gpu_hours_lost(1.0, 4, per_gpu=_healthy(4)).parts_words() == ""
 
 
@@ -155,3 +160,57 @@ def test_the_scoring_says_whether_the_steady_state_started():
     ramp[:, 12:] = 0.99  # training started at the 13th sample
     window = steady_state(ramp)
     assert window.start == 12 and steady_reached(ramp, window)
+
+
+def test_the_wait_for_a_gpu_the_hardware_holds_down_is_lost_to_hardware_and_charged_to_its_node():
+    # 8 GPUs, one at 75 % clock for the whole steady hour (compute unknown: the whole deficit), 4 busy 0.9 on nid0000
+    # and 4 fully busy on nid0001: 7 others wait 0.25 h each = 1.75 GPU-h lost to hardware, charged to nid0001;
+    # the job's own loss is its stalls: 4 × 0.1 = 0.4.
+    rows = _healthy(4, busy=0.9) + [{**row, "host": "nid0001"} for row in _healthy(4)]
+    clock = {"level": "gpu", "host": "nid0001", "gpu": 1, "signal": "sm_clock", "deviation": -0.25, "duration_s": 3600.0,
+             "start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T01:00:00+00:00"}
+    waste = gpu_hours_lost(1.0, 8, per_gpu=rows, stragglers=[clock], steady_s=3600.0, failed_hosts=["nid0000"])
+    # nid0000 failed: its 4 GPUs lose 1 h each (to hardware too); nid0001's 3 other GPUs wait 0.25 h
+    assert waste.failed_node_gpu_hours == pytest.approx(4.0)
+    assert waste.straggler_gpu_hours == pytest.approx(0.75)
+    assert waste.lost == pytest.approx(4.75)
+    assert waste.hardware_gpu_hours == pytest.approx(4.75) and waste.own == pytest.approx(0.0)
+    assert dict(waste.hardware_hosts) == pytest.approx({"nid0000": 4.0, "nid0001": 0.75})
+    # a slow GPU for the job's own reasons (its saturation lags at the same clock) stays the job's
+    slow = {**clock, "signal": "saturation"}
+    own = gpu_hours_lost(1.0, 8, per_gpu=rows, stragglers=[slow], steady_s=3600.0)
+    assert own.hardware_gpu_hours == 0.0 and own.own == pytest.approx(0.4 + 7 * 0.25)
+    # both at once over the same minutes: the union takes the larger deviation; the hardware part is the clock's alone
+    both = gpu_hours_lost(1.0, 8, per_gpu=rows, stragglers=[clock, {**slow, "deviation": -0.4}], steady_s=3600.0)
+    assert both.straggler_gpu_hours == pytest.approx(7 * 0.4)
+    assert both.hardware_gpu_hours == pytest.approx(7 * 0.25)
+    assert both.own == pytest.approx(0.4 + 7 * 0.4 - 7 * 0.25)
+
+
+def test_the_wasteful_job_ranks_first_even_where_a_big_training_job_loses_more_gpu_hours():
+    # The demo's world by hand, per hour. Megatron: 512 GPUs busy 0.887 (checkpoints every 30 min, an evaluation):
+    # 512 × 0.113 = 57.9 GPU-h stalled, 11 % of what it holds; one GPU at 72 % clock for the whole steady state in a
+    # job at 60 % of its compute ceiling: 511 × 0.28 × 0.6 = 85.8 GPU-h lost to hardware. Data prep: 64 GPUs, 48 idle,
+    # 16 busy 0.75: 48 + 16 × 0.25 = 52 GPU-h lost by the job, 81 % of what it holds.
+    clock = {"level": "gpu", "host": "nid0000", "gpu": 2, "signal": "sm_clock", "deviation": -0.28, "duration_s": 3600.0,
+             "start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T01:00:00+00:00"}
+    megatron = gpu_hours_lost(1.0, 512, per_gpu=_healthy(512, busy=0.887), stragglers=[clock], steady_s=3600.0,
+                              compute=60.0)
+    assert megatron.stalled_gpu_hours == pytest.approx(512 * 0.113)
+    assert megatron.hardware_gpu_hours == pytest.approx(511 * 0.28 * 0.6)
+    assert megatron.own == pytest.approx(57.856)
+    prep = gpu_hours_lost(1.0, 64, per_gpu=_healthy(16, busy=0.75, score=20.0)
+                          + _healthy(48, busy=0.01, score=0.5, host="idle{:04d}"))
+    assert prep.own == pytest.approx(52.0) and prep.own_share == pytest.approx(52.0 / 64)
+    assert megatron.lost > megatron.own > prep.own  # the big job loses more GPU-hours, as measured and shown
+    ranked = sorted([("megatron", rank_key(megatron, score=64.0, gpus=512)), ("prep", rank_key(prep, score=20.0, gpus=64))],
+                    key=lambda item: item[1])
+    assert [name for name, _ in ranked] == ["prep", "megatron"]
+    assert rank_key(megatron, score=64.0, gpus=512)[0] == 1  # not wasteful: 11 % lost by the job, S 64
+    # among jobs the verdict does not call wasteful, the one losing more ranks first
+    small = gpu_hours_lost(1.0, 64, per_gpu=_healthy(64, busy=0.9))
+    assert rank_key(megatron, score=64.0, gpus=512) < rank_key(small, score=64.0, gpus=64)
+    # and a throttled GPU alone never makes a job wasteful: what it costs is the node's
+    throttled = gpu_hours_lost(1.0, 8, per_gpu=_healthy(8), stragglers=[{**clock, "deviation": -0.5}], steady_s=3600.0)
+    assert throttled.share == pytest.approx(7 * 0.5 / 8) and throttled.own_share == 0.0
+    assert rank_key(throttled, score=64.0, gpus=8)[0] == 1

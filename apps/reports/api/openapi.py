@@ -59,6 +59,11 @@ class UsageJob(serializers.Serializer):
     idle_gpus = serializers.IntegerField()
     gpu_hours = serializers.FloatField()
     gpu_hours_lost = serializers.FloatField(help_text=LOSS_WORDS)
+    gpu_hours_lost_by_job = serializers.FloatField(help_text="The part of gpu_hours_lost the job lost itself: what the "
+                                                             "list ranks by.")
+    gpu_hours_lost_to_hardware = serializers.FloatField(help_text="The part lost to faulty hardware (the wait for a GPU "
+                                                                  "whose clock the hardware holds down, GPUs on failed nodes).")
+    wasteful = serializers.BooleanField(help_text="The verdict triage and mail use; wasteful jobs come first.")
     headroom_gpu_hours = serializers.FloatField(allow_null=True, help_text=HEADROOM_WORDS + " Null without a reference for "
                                                                                           "its GPU model.")
     running = serializers.BooleanField()

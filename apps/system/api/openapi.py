@@ -45,6 +45,19 @@ class RunningJob(serializers.Serializer):
     stragglers = serializers.IntegerField(min_value=0, help_text="Straggler findings.")
     hours = serializers.FloatField(min_value=0)
     gpu_hours_lost_per_hour = serializers.FloatField(min_value=0, help_text="GPU-hours lost per hour of running. " + LOSS_WORDS)
+    gpu_hours_lost_by_job_per_hour = serializers.FloatField(
+        min_value=0, help_text="The part of gpu_hours_lost_per_hour the job loses itself (idle GPUs, stalls, stragglers "
+                               "slow for the job's own reasons): what the lists rank and the verdict judges.")
+    gpu_hours_lost_to_hardware_per_hour = serializers.FloatField(
+        min_value=0, help_text="The part lost to faulty hardware: the wait for a GPU whose clock the hardware holds down, "
+                               "GPUs on failed nodes. Counted against the node, not the job.")
+    hardware_hosts = serializers.ListField(child=serializers.CharField(),
+                                           help_text="The nodes the hardware part is charged to, largest first.")
+    lost_by_job_share = serializers.FloatField(
+        allow_null=True, min_value=0, help_text="gpu_hours_lost_by_job_per_hour over the GPUs held (0-1); null when some "
+                                                "GPUs' loss is unknown.")
+    wasteful = serializers.BooleanField(help_text="The verdict triage and mail use: a quarter or more of the GPU-hours lost "
+                                                  "by the job, or a steady S under 30. Wasteful jobs rank first.")
     headroom_gpu_hours_per_hour = serializers.FloatField(
         min_value=0, allow_null=True, help_text="GPU-hours of headroom per hour of running; null without a reference for "
                                                 "its GPU model. " + HEADROOM_WORDS)
