@@ -74,6 +74,9 @@ class PanelSummary:
     facts: list[Fact] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     freshness: list[Freshness] = field(default_factory=list)
+    # Plain JSON-able data the job's first-screen API gives beside the findings, by name ("versions",
+    # "preflight"): what the first screen's words are made of, for scripts.
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ def first_screen(job, panels: list[JobPanel] | None = None) -> PanelSummary:
         merged.facts.extend(part.facts)
         merged.findings.extend(part.findings)
         merged.freshness.extend(part.freshness)
+        merged.data.update(part.data)
     merged.findings.sort(key=lambda finding: (finding.rank, LEVELS.index(finding.level)))
     merged.facts.sort(key=lambda fact: fact.rank)
     return merged

@@ -19,6 +19,9 @@ class TelemetryConfig(AppConfig):
 
         register_job_panel(JobPanel(key="telemetry", title="GPU telemetry", order=20, template="telemetry/_job_section.html",
                                     context=panel.context, summary=panel.summary, version=panel.version))
+        register_job_panel(JobPanel(key="versions", title="Node consistency", order=55,
+                                    template="telemetry/_versions_section.html", context=panel.versions_context,
+                                    summary=panel.versions_summary, version=panel.versions_version))
 
         from apps.core.refresh import JobRefresher, register_job_refresher
 

@@ -166,3 +166,55 @@ def summary(job) -> PanelSummary | None:
                                      "Their rows stay empty; check the collector on their nodes.", "#panel-telemetry",
                                      "telemetry"))
     return part
+
+
+# -- Versions and thermal outliers: the "Node consistency" panel (registered in apps.py) ---------------------------
+
+def versions_context(job, request) -> dict:
+    """The job's nodes' versions (one row per key, the values with their node counts), the minorities and the
+    thermal outliers at its start."""
+    from . import versions as vocabulary
+    from .selectors import job_thermal_outliers, job_versions
+
+    found = job_versions(job)
+    rows = []
+    for key in vocabulary.KEYS:
+        counts = found["keys"].get(key)
+        if counts:
+            rows.append({"key": key, "label": vocabulary.KEYS[key].label, "family": vocabulary.KEYS[key].family,
+                         "values": sorted(counts.items(), key=lambda item: (-item[1], item[0])), "mixed": len(counts) > 1})
+    return {"versions": found, "version_rows": rows, "thermal_outliers": job_thermal_outliers(job)}
+
+
+def versions_summary(job) -> PanelSummary | None:
+    """A first-screen finding per version minority ("4 of 512 nodes run driver 550.54 while 508 run 560.35:
+    nid[001200-001203]") and per thermal outlier; the versions as data for the first-screen API."""
+    from .selectors import job_thermal_outliers, job_versions
+
+    if not job.node_list:
+        return None
+    found = job_versions(job)
+    part = PanelSummary(data={"versions": {key: found[key] for key in ("nodes", "known", "keys", "minorities")}})
+    for minority in found["minorities"]:
+        level = "warning" if minority["family"] in ("driver", "firmware", "communication stack") else "info"
+        part.findings.append(Finding(
+            level, minority["sentence"],
+            f"Resubmit excluding them (--exclude={minority['hostlist']}) or ask staff to align the "
+            f"{minority['label']}; mixed versions make collectives unstable or slow.", "#panel-versions", "versions"))
+    thermal = job_thermal_outliers(job)
+    part.data["versions"]["thermal_outliers"] = thermal
+    for outlier in thermal:
+        part.findings.append(Finding("warning", outlier["sentence"],
+                                     f"Ask staff to check its cooling; resubmit excluding it (--exclude={outlier['host']}).",
+                                     "#panel-versions", "versions"))
+    return part
+
+
+def versions_version(job) -> str | None:
+    """Changes whenever a fact of the job's nodes moves."""
+    from django.db.models import Count, Max
+
+    from .models import VersionFact
+
+    row = VersionFact.objects.filter(host__in=list(job.node_list or ())).aggregate(n=Count("pk"), last=Max("last_seen"))
+    return f"v{row['n']}-{row['last']}"

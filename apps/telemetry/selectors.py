@@ -132,3 +132,95 @@ def job_cube(job, fields=None):
     if not path.exists():
         return None
     return JobCube.load(path, fields)
+
+
+# -- versions (facts: apps/telemetry/versions.py) -------------------------------------------------------
+
+VERSION_COLUMNS = ("host", "gpu", "key", "value", "first_seen", "last_seen", "partition", "source")
+
+
+def versions_current(hosts=None, *, at=None, keys=None) -> list[dict]:
+    """Per host, GPU and key the value seen last (as of ``at``: facts first seen after it do not count), as dicts
+    of ``VERSION_COLUMNS``. ``hosts`` None: the whole fleet."""
+    from .models import VersionFact
+
+    queryset = VersionFact.objects.all()
+    if hosts is not None:
+        queryset = queryset.filter(host__in=list(hosts))
+    if at is not None:
+        queryset = queryset.filter(first_seen__lte=at)
+    if keys is not None:
+        queryset = queryset.filter(key__in=list(keys))
+    latest: dict[tuple, dict] = {}
+    for row in queryset.order_by().values(*VERSION_COLUMNS):
+        slot = (row["host"], row["gpu"], row["key"])
+        if slot not in latest or row["last_seen"] > latest[slot]["last_seen"]:
+            latest[slot] = row
+    return sorted(latest.values(), key=lambda row: (row["host"], row["key"], row["gpu"]))
+
+
+def node_version_history(host: str) -> list[dict]:
+    """Every fact of ``host``, newest first: its versions over time."""
+    from .models import VersionFact
+
+    return list(VersionFact.objects.filter(host=host).order_by("key", "gpu", "-last_seen").values(*VERSION_COLUMNS))
+
+
+def job_versions(job) -> dict:
+    """The versions of the job's nodes as of its end (or now), the values per key and the minorities
+    (``versions.consistency``): what the first screen and its API say."""
+    from . import versions
+
+    hosts = list(job.node_list or ())
+    rows = versions_current(hosts, at=job.end_time or None) if hosts else []
+    values = versions.node_values(rows)
+    minorities = versions.consistency(values)
+    keys: dict[str, dict[str, int]] = {}
+    for row in values.values():
+        for key, value in row.items():
+            keys.setdefault(key, {}).setdefault(value, 0)
+            keys[key][value] += 1
+    return {"nodes": len(hosts), "known": len(values), "keys": keys, "values": values,
+            "minorities": [m.as_dict() for m in minorities]}
+
+
+def partitions_of(hosts=None) -> dict[str, str]:
+    """{host: the partition its versions were last reported from} ("" when never told)."""
+    from .models import VersionFact
+
+    queryset = VersionFact.objects.exclude(partition="")
+    if hosts is not None:
+        queryset = queryset.filter(host__in=list(hosts))
+    return dict(queryset.order_by("last_seen").values_list("host", "partition"))
+
+
+THERMAL_WINDOW = (timedelta(seconds=60), timedelta(minutes=10))  # the start of a job: after warm-up, first minutes
+
+
+def job_thermal_outliers(job, now=None) -> list:
+    """``thermal.outliers`` of the job's first minutes (``THERMAL_WINDOW``), from minute buckets of the store; kept in
+    the cache for 10 minutes (the window does not move once it has passed). [] when the store cannot answer."""
+    from django.core.cache import cache
+
+    from . import thermal
+    from .backends.base import TelemetryUnavailable
+
+    if job.start_time is None or not job.node_list:
+        return []
+    now = now or timezone.now()
+    start = job.start_time + THERMAL_WINDOW[0]
+    end = min(job.start_time + THERMAL_WINDOW[1], job.end_time or now, now)
+    if end <= start + timedelta(seconds=60):
+        return []
+    key = f"telemetry:thermal:{job.pk}:{start.timestamp():.0f}:{end.timestamp():.0f}"
+    found = cache.get(key)
+    if found is None:
+        query = Query(start=start, end=end, cluster=job.cluster.name, hosts=tuple(job.node_list), fields=thermal.FIELDS)
+        try:
+            frame = read_series(query, 60, ("mean",))
+        except TelemetryUnavailable:
+            return []
+        frame = frame.rename(columns={"mean": "value"}) if "mean" in frame.columns else frame
+        found = [o.as_dict() for o in thermal.outliers(frame)]
+        cache.set(key, found, 600)
+    return found

@@ -22,3 +22,32 @@ class JobEventResponse(serializers.Serializer):
     state = serializers.CharField(help_text="The job's Slurm state after the event.")
     url = serializers.CharField(help_text="The job's page.")
     job_token = serializers.CharField(required=False)
+
+
+class FirstScreenFinding(serializers.Serializer):
+    level = serializers.ChoiceField(choices=["critical", "warning", "info", "ok"])
+    title = serializers.CharField()
+    action = serializers.CharField(allow_blank=True)
+    link = serializers.CharField(allow_null=True)
+    source = serializers.CharField(allow_blank=True, help_text="The panel that found it.")
+
+
+class FirstScreenFact(serializers.Serializer):
+    label = serializers.CharField()
+    value = serializers.CharField(allow_blank=True)
+    detail = serializers.CharField(allow_blank=True)
+    level = serializers.CharField()
+
+
+class JobFirstScreenResponse(serializers.Serializer):
+    """What the first screen of the job's page says: its facts and findings (most urgent first), and the data
+    behind them that panels offer (``versions``: the nodes' versions and the minorities; ``preflight``: which nodes
+    passed the prolog's pre-flight)."""
+
+    cluster = serializers.CharField()
+    job_id = serializers.IntegerField()
+    computed = serializers.DateTimeField()
+    facts = FirstScreenFact(many=True)
+    findings = FirstScreenFinding(many=True)
+    versions = serializers.DictField(allow_null=True, help_text="{nodes, known, keys: {key: {value: nodes}}, minorities: [...]}")
+    preflight = serializers.DictField(allow_null=True, help_text="{nodes, checked, passed: [...], failed: [...], not_checked}")

@@ -1,7 +1,7 @@
 """REST endpoints of the jobs app, mounted under /api/v1/jobs/."""
 from django.urls import path
 
-from .views import JobDetailView, JobEventView, JobListView, JobTokenView
+from .views import JobDetailView, JobEventView, JobFirstScreenView, JobListView, JobTokenView
 
 app_name = "jobs-api"
 
@@ -10,4 +10,5 @@ urlpatterns = [
     path("events/", JobEventView.as_view(), name="events"),
     path("<slug:cluster>/<int:job_id>/", JobDetailView.as_view(), name="job-detail"),
     path("<slug:cluster>/<int:job_id>/token/", JobTokenView.as_view(), name="job-token"),
+    path("<slug:cluster>/<int:job_id>/first-screen/", JobFirstScreenView.as_view(), name="job-first-screen"),
 ]

@@ -11,7 +11,7 @@ from ..authentication import token_job
 from ..filtersets import JobFilterSet
 from ..selectors import job_get_for_user, job_list_for_user, job_may_issue_token
 from ..services import JobEvent, job_event_apply, job_token_issue
-from .openapi import JobEventResponse, JobTokenResponse
+from .openapi import JobEventResponse, JobFirstScreenResponse, JobTokenResponse
 from .serializers import JobDetailSerializer, JobEventSerializer, JobListSerializer
 
 
@@ -24,6 +24,30 @@ class JobListView(generics.ListAPIView):
 
     def get_queryset(self):
         return job_list_for_user(self.request.user, token_job(self.request))
+
+
+class JobFirstScreenView(APIView):
+    """The first screen of the job's page as data: facts, findings (most urgent first) and what panels put behind
+    them (versions of the nodes, pre-flight results). 404 unless the caller may see the job."""
+
+    authentication_classes = JOB_API_AUTHENTICATION
+
+    @extend_schema(responses={200: JobFirstScreenResponse})
+    def get(self, request, cluster, job_id):
+        from ..pagecache import cached_first_screen
+
+        job = job_get_for_user(request.user, cluster, job_id, token_job(request))
+        if job is None:
+            raise Http404
+        first = cached_first_screen(job)
+        summary = first.summary
+        return Response({
+            "cluster": job.cluster.name, "job_id": job.job_id, "computed": first.computed,
+            "facts": [{"label": f.label, "value": f.value, "detail": f.detail, "level": f.level} for f in summary.facts],
+            "findings": [{"level": f.level, "title": f.title, "action": f.action, "link": f.link, "source": f.source}
+                         for f in summary.findings],
+            "versions": summary.data.get("versions"), "preflight": summary.data.get("preflight"),
+        })
 
 
 class JobDetailView(generics.RetrieveAPIView):
