@@ -53,6 +53,8 @@ def test_inside_a_transaction_nothing_is_restored():
     assert not _restorable()
 
 
+@pytest.mark.django_db(transaction=True)  # among the transactional demo readers (tests/conftest.py's demo_order): the
+# run's one demo copy serves it; without a database mark it ran last, when the copy was too old, and built a second
 def test_a_module_gets_its_database_back_as_it_was(django_db_blocker, django_db_setup):
     from django.contrib.contenttypes.models import ContentType
 
