@@ -14,6 +14,7 @@ class VettingRunSourceChoices(models.TextChoices):
     DCGM_DIAG = "dcgm-diag", "dcgm-diag"
     JSON = "json", "json"
     HEALTH = "health", "health"
+    PREFLIGHT = "preflight", "pre-flight"  # the prolog's deploy/slurm/belvedere-preflight.sh
 
 
 class VettingResultKindChoices(models.TextChoices):

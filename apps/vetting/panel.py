@@ -16,7 +16,7 @@ from apps.core.panels import Fact, Finding, PanelSummary
 
 from .assessment import AFTER, BEFORE, DURING, START, WINDOW, assess, exclude_action
 from .gpu_health import FAILED, job_words
-from .selectors import job_gpu_health, job_vetting_rows
+from .selectors import job_gpu_health, job_preflight, job_vetting_rows
 
 ANCHOR = "#panel-vetting"
 PHASE_WORDS = {BEFORE: "before the start", START: "this allocation's vetting", DURING: "during the job", AFTER: "after the job ended"}
@@ -74,6 +74,7 @@ def context(job, request=None) -> dict:
                   "passed": run.passed, "hosts": count(run.hosts, "node"), "failed": len(run.failed_hosts),
                   "failed_hosts": ", ".join(run.failed_hosts[:6]) + (" …" if len(run.failed_hosts) > 6 else "")} for run in runs],
         "history_url": reverse("vetting:index") + f"?job={job.job_id}",
+        "preflight": job_preflight(job),
         # GPU-health counters that rose (or flags newly set) on its GPUs while it ran; [] says nothing
         "gpu_health": [{"host": c.host, "node_url": node_url.replace("HOSTNAME", c.host), "gpu": c.gpu, "field": c.field,
                         "name": c.name, "level": c.level, "before": c.before, "after": c.after, "rise": c.rise,
@@ -123,7 +124,19 @@ def summary(job) -> PanelSummary | None:
         detail.append(_now_detail(vetting))
         fact = Fact("Vetting", f"{vetting.passed_before:,} of {count(total, 'node')} passed before start", "; ".join(detail),
                     "critical" if during else level, "fact-vetting")
-    return PanelSummary(facts=[fact], findings=findings)
+    facts = [fact]
+    preflight = job_preflight(job)
+    if preflight["checked"]:
+        failed = [f["host"] for f in preflight["failed"]]
+        facts.append(Fact("Pre-flight", f"{len(preflight['passed']):,} of {count(preflight['nodes'], 'node')} passed",
+                          ("failed: " + ", ".join(failed[:4]) + (" …" if len(failed) > 4 else "")) if failed else
+                          (f"{len(preflight['not_checked']):,} not checked" if preflight["not_checked"] else "every node checked"),
+                          "warning" if failed else "ok", "fact-preflight"))
+        for item in preflight["failed"]:
+            findings.append(Finding("warning", f"{item['host']} failed the pre-flight: "
+                                    + "; ".join(c["message"] for c in item["checks"]),
+                                    exclude_action([item["host"]]), ANCHOR, "vetting"))
+    return PanelSummary(facts=facts, findings=findings, data={"preflight": preflight})
 
 
 def _title(failures, when: str) -> str:

@@ -602,8 +602,8 @@ def parse_run_document(data) -> Run:
         raise ParseError([(1, None, "a run is a JSON object with a results list")], what)
     line = lambda node: getattr(node, "line", None)  # noqa: E731
     source = data.get("source", "json")
-    if source not in ("json", "vetnode", "vetnode-legacy", "dcgm-diag", "health"):
-        problems.append((line(data), None, "source: one of json, vetnode, dcgm-diag, health"))
+    if source not in ("json", "vetnode", "vetnode-legacy", "dcgm-diag", "health", "preflight"):
+        problems.append((line(data), None, "source: one of json, vetnode, dcgm-diag, health, preflight"))
     protocol = data.get("protocol") or {}
     if not isinstance(protocol, dict):
         problems.append((line(data), None, "protocol: an object with name and, optionally, text"))
@@ -618,7 +618,7 @@ def parse_run_document(data) -> Run:
     if job_id is not None and (not isinstance(job_id, int) or isinstance(job_id, bool) or job_id <= 0):
         problems.append((line(data), None, "job_id: a positive whole number"))
         job_id = None
-    default_kind = {"dcgm-diag": "dcgm_diag", "health": "health"}.get(source, "vetnode")
+    default_kind = {"dcgm-diag": "dcgm_diag", "health": "health", "preflight": "health"}.get(source, "vetnode")
     results = []
     for index, item in enumerate(raw_results):
         path = f"results.{index}"

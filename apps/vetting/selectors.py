@@ -245,3 +245,30 @@ def job_gpu_health(job, *, start, end):
     if aggregate is None:
         return []
     return [change for change in judge(aggregate, since=start) if change.new]
+
+
+def job_preflight(job) -> dict:
+    """Which of the job's nodes passed the prolog's pre-flight (deploy/slurm/belvedere-preflight.sh) for this job:
+    {"nodes", "checked", "passed": [host], "failed": [{"host", "checks": [{"check", "outcome", "message"}]}],
+    "not_checked": [host], "passed_hostlist"}. A node passes when none of its pre-flight results failed."""
+    import hostlist
+
+    from .choices import VettingRunSourceChoices
+
+    hosts = list(job.node_list or ())
+    rows = (VettingResult.objects.filter(run__source=VettingRunSourceChoices.PREFLIGHT, run__cluster=job.cluster_id,
+                                         job_id_number=job.job_id, host__in=hosts)
+            .order_by("host", "eval_name", "-time", "-id").values("host", "eval_name", "outcome", "message", "time"))
+    latest: dict[tuple, dict] = {}
+    for row in rows:
+        latest.setdefault((row["host"], row["eval_name"]), row)
+    by_host: dict[str, list] = {}
+    for (host, _check), row in sorted(latest.items()):
+        by_host.setdefault(host, []).append(row)
+    passed = sorted(h for h, checks in by_host.items() if not any(c["outcome"] in BAD_OUTCOMES for c in checks))
+    failed = [{"host": h, "checks": [{"check": c["eval_name"], "outcome": c["outcome"], "message": c["message"]}
+                                     for c in checks if c["outcome"] in BAD_OUTCOMES]}
+              for h, checks in sorted(by_host.items()) if h not in passed]
+    return {"nodes": len(hosts), "checked": len(by_host), "passed": passed,
+            "passed_hostlist": hostlist.collect_hostlist(passed) if passed else "",
+            "failed": failed, "not_checked": sorted(set(hosts) - set(by_host))}

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from apps.core.bulk import insert_rows
 
-from .choices import RecommendationStatusChoices
+from .choices import RecommendationStatusChoices, VettingRunSourceChoices
 from .models import NodeHealth, NodeHealthEvent, Recommendation, Rule, RuleVersion, VettingResult, VettingRun
 from .node_states import ACTION_WORDS, RULE_ACTIONS, STATE_WORDS, TransitionError, can, rule_target, staff_target, would_words
 from .records import BAD_OUTCOMES, Run
@@ -79,8 +79,31 @@ def run_store(run: Run, *, cluster, job=None, submitter: str = "") -> VettingRun
         insert_rows(VettingResult, rows)
         for host in run.hosts:
             NodeHealth.objects.get_or_create(host=host, defaults={"since": started})
+        if run.source == VettingRunSourceChoices.PREFLIGHT:
+            _preflight_versions(run, started, cluster, job)
         transaction.on_commit(lambda: _queue_rules(stored.pk))
     return stored
+
+
+def _preflight_versions(run: Run, started, cluster, job) -> None:
+    """The versions a pre-flight read on its node (``metrics.versions`` of its results) become version facts."""
+    from apps.telemetry import versions
+    from apps.telemetry.services import version_facts_record
+
+    partition = job.partition if job else ""
+    seen = []
+    for result in run.results:
+        found = result.metrics.get("versions") if isinstance(result.metrics, dict) else None
+        for item in found if isinstance(found, list) else []:
+            if not isinstance(item, dict):
+                continue
+            try:
+                seen.append(versions.observation(result.host, item.get("gpu"), item.get("key"), item.get("value"), started,
+                                                 item.get("partition") or partition))
+            except (versions.VersionError, TypeError):
+                continue  # a reading that is no version is not a fact; the result itself is stored
+    if seen:
+        version_facts_record(seen, source="preflight", cluster=cluster.name if cluster else "")
 
 
 def _queue_rules(run_pk: int) -> None:

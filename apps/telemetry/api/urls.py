@@ -2,7 +2,7 @@
 job's products next to the job (jobs/<cluster>/<job_id>/telemetry/), as the saturation API is."""
 from django.urls import path
 
-from . import fields, heatmap, views
+from . import fields, heatmap, versions, views
 
 app_name = "telemetry-api"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("telemetry/series/", views.SeriesView.as_view(), name="series"),
     path("telemetry/import/", views.ImportView.as_view(), name="import"),
     path("telemetry/fields/", fields.FieldsView.as_view(), name="fields"),
+    path("nodes/<str:host>/versions/", versions.NodeVersionsView.as_view(), name="node-versions"),
     path("jobs/<slug:cluster>/<int:job_id>/telemetry/heatmap/", heatmap.TelemetryHeatmapView.as_view(), name="job-heatmap"),
     path("jobs/<slug:cluster>/<int:job_id>/telemetry/nodes/", heatmap.TelemetryNodesView.as_view(), name="job-nodes"),
 ]
