@@ -36,6 +36,7 @@ class RuleKindChoices(models.TextChoices):
     FAILURES_IN_WINDOW = "failures_in_window", "failures in window"
     LOW_BANDWIDTH_SAME_SWITCH = "low_bandwidth_same_switch", "low bandwidth same switch"
     CRITICAL_RESULT = "critical_result", "critical result"
+    VERSION_DRIFT = "version_drift", "version drift"
 
 
 class RuleActionChoices(models.TextChoices):

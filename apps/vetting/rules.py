@@ -19,6 +19,12 @@ rules without code. Kinds:
     Any result with outcome *critical* (a health check's CRITICAL, or a failure of an evaluation
     listed in ``evals``) in the last ``days``: exclude the node now.
 
+``version_drift``
+    A node whose current version of one of ``keys`` (driver, vbios, ... : apps/telemetry/versions.py) differs from
+    the majority of its partition, in a partition of at least ``min_nodes`` nodes with a known value. Reads the
+    version facts (``evaluate(..., versions=)``: one row per host with host, partition, key, value), not the
+    results history. E.g. "a node on driver 550.54 in a partition on 560.35 → suspect".
+
 ``evaluate`` turns a history (one row per result) into findings; the same history always gives the
 same findings, so evaluating again changes nothing (the portal keeps one open recommendation per
 rule and subject). Plain Python: pandas, no Django.
@@ -40,12 +46,15 @@ KIND_PARAMS = {
     "failures_in_window": {"min_failures": int, "days": float, "evals": list, "kinds": list},
     "low_bandwidth_same_switch": {"min_gbs": float, "consecutive": int, "min_nodes": int, "evals": list, "days": float},
     "critical_result": {"days": float, "evals": list, "kinds": list},
+    "version_drift": {"keys": list, "min_nodes": int},
 }
 DEFAULTS = {
     "failures_in_window": {"min_failures": 3, "days": 7.0, "evals": [], "kinds": list(KINDS)},
     "low_bandwidth_same_switch": {"min_gbs": 15.0, "consecutive": 2, "min_nodes": 2, "evals": ["Nccl"], "days": 30.0},
     "critical_result": {"days": 1.0, "evals": [], "kinds": list(KINDS)},
+    "version_drift": {"keys": ["driver", "cuda_driver", "vbios", "inforom_image"], "min_nodes": 4},
 }
+VERSION_COLUMNS = ("host", "partition", "key", "value", "seen")  # seen: when the node first had that value
 HISTORY_COLUMNS = ("id", "time", "run_id", "host", "switch", "group", "kind", "eval_name", "eval_type", "outcome", "bandwidth_gbs")
 
 
@@ -148,11 +157,11 @@ def _matches(frame: pd.DataFrame, evals: list[str]) -> pd.Series:
     return mask
 
 
-def evaluate(rules: list[RuleSpec], history: pd.DataFrame, *, now: datetime) -> list[Finding]:
-    """Findings of every enabled rule over ``history`` (columns ``HISTORY_COLUMNS``; ``time`` UTC)."""
-    if history.empty:
-        return []
-    history = history.assign(time=pd.to_datetime(history["time"], utc=True))
+def evaluate(rules: list[RuleSpec], history: pd.DataFrame, *, now: datetime, versions: pd.DataFrame | None = None) -> list[Finding]:
+    """Findings of every enabled rule over ``history`` (columns ``HISTORY_COLUMNS``; ``time`` UTC) and, for
+    ``version_drift``, the nodes' current ``versions`` (columns ``VERSION_COLUMNS``)."""
+    if not history.empty:
+        history = history.assign(time=pd.to_datetime(history["time"], utc=True))
     findings = []
     for rule in rules:
         if not rule.enabled:
@@ -160,6 +169,11 @@ def evaluate(rules: list[RuleSpec], history: pd.DataFrame, *, now: datetime) -> 
         params, problems = check_rule(rule.kind, rule.params, rule.action, rule.severity)
         if problems:
             continue  # an invalid rule is reported where it is edited, never half-applied
+        if rule.kind == "version_drift":
+            findings.extend(_version_drift(rule, params, versions, now))
+            continue
+        if history.empty:
+            continue
         since = pd.Timestamp(now) - timedelta(days=float(params["days"]))
         window = history[(history["time"] >= since) & (history["time"] <= pd.Timestamp(now))]
         window = window[window["kind"].isin(params.get("kinds", KINDS))] if "kinds" in params else window
@@ -244,6 +258,32 @@ def _critical_result(rule, params, window) -> list[Finding]:
     return out
 
 
+def _version_drift(rule, params, versions: pd.DataFrame | None, now) -> list[Finding]:
+    if versions is None or versions.empty:
+        return []
+    out = []
+    for key in params["keys"]:
+        rows = versions[(versions["key"] == key) & (versions["partition"].fillna("") != "")]
+        for partition, part in rows.groupby("partition", sort=True):
+            values = dict(zip(part["host"], part["value"]))
+            seen = dict(zip(part["host"], part["seen"])) if "seen" in part.columns else {}
+            if len(values) < params["min_nodes"]:
+                continue
+            counts = pd.Series(list(values.values())).value_counts()
+            if len(counts) < 2:
+                continue
+            top = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[0]
+            for host, value in sorted(values.items()):
+                if value == top[0]:
+                    continue
+                summary = (f"{host} runs {key.replace('_', ' ')} {value} while {top[1]} of the {len(values)} nodes of partition "
+                           f"{partition} run {top[0]}")
+                out.append(Finding(rule=rule.slug, rule_version=rule.version, subject_kind="node", subject=host, hosts=[host],
+                                   action=rule.action, severity=rule.severity, summary=summary, evidence=[],
+                                   latest=pd.Timestamp(seen.get(host) or now).to_pydatetime(), evals=[f"version:{key}"]))
+    return out
+
+
 _KINDS = {"failures_in_window": _failures_in_window, "low_bandwidth_same_switch": _low_bandwidth_same_switch,
           "critical_result": _critical_result}
 
@@ -256,4 +296,6 @@ BUILT_IN_RULES = (
              "exclude_now", "critical"),
     RuleSpec("vetting-failures-30d", "Failing vetting again and again", "failures_in_window",
              {"min_failures": 5, "days": 30, "kinds": ["vetnode"]}, "suspect"),
+    RuleSpec("version-drift", "Versions off the partition's majority", "version_drift",
+             {"keys": ["driver", "cuda_driver", "vbios", "inforom_image"], "min_nodes": 4}, "suspect"),
 )

@@ -195,6 +195,27 @@ def history_frame(*, hosts=None, since=None) -> pd.DataFrame:
     return frame
 
 
+def versions_frame(specs) -> pd.DataFrame | None:
+    """The fleet's current versions with each node's partition (``rules.VERSION_COLUMNS``) when a version rule is on."""
+    from apps.telemetry.selectors import partitions_of, versions_current
+
+    from .rules import VERSION_COLUMNS
+
+    keys = {key for spec in specs if spec.enabled and spec.kind == "version_drift"
+            for key in (spec.params or {}).get("keys", ["driver", "cuda_driver", "vbios", "inforom_image"])}
+    if not keys:
+        return None
+    where = partitions_of()
+    slots: dict[tuple, dict] = {}
+    for row in versions_current(keys=keys):
+        # a GPU-level key reads "a / b" on a node whose GPUs disagree (as versions.node_values): such a node differs
+        slot = slots.setdefault((row["host"], row["key"]), {"values": set(), "seen": row["first_seen"], "partition": row["partition"]})
+        slot["values"].add(row["value"])
+        slot["seen"] = max(slot["seen"], row["first_seen"])
+    return pd.DataFrame([(host, where.get(host, slot["partition"]), key, " / ".join(sorted(slot["values"])), slot["seen"])
+                         for (host, key), slot in slots.items()], columns=list(VERSION_COLUMNS))
+
+
 def rules_evaluate(*, hosts=None, now=None) -> dict:
     """Evaluate every enabled rule (over ``hosts`` and their switches, or all nodes) and record what they
     find. Idempotent: an open recommendation is updated, never duplicated; a resolved one comes back
@@ -204,7 +225,8 @@ def rules_evaluate(*, hosts=None, now=None) -> dict:
     specs = rule_specs()
     checked = (check_rule(s.kind, s.params, s.action, s.severity) for s in specs)
     longest = max((float(params.get("days", 1)) for params, problems in checked if not problems), default=1.0)
-    findings = evaluate(specs, history_frame(hosts=hosts, since=now - timedelta(days=longest)), now=now)
+    findings = evaluate(specs, history_frame(hosts=hosts, since=now - timedelta(days=longest)), now=now,
+                        versions=versions_frame(specs))
     rules_by_slug = {rule.slug: rule for rule in Rule.objects.all()}
     created, updated = [], 0
     for finding in findings:
