@@ -38,8 +38,10 @@ def _job_label(job) -> str:
     return f"{job.cluster.name}/{job.job_id}"
 
 
-def _job_findings(now: datetime) -> list[Finding]:
-    """Wasteful running jobs (GPU-hours lost over the run so far) and running jobs with stragglers."""
+def _job_findings(now: datetime, charges: dict | None = None) -> list[Finding]:
+    """Wasteful running jobs (GPU-hours lost over the run so far) and running jobs with stragglers. ``charges``, when
+    given, receives what faulty hardware cost each job, by node: ``{host: [(job label, GPU-hours), ...]}``
+    (``apps.saturation.waste``: the wait for a GPU the hardware holds down, GPUs on failed nodes)."""
     findings, arrays = [], {}
     records = list(selectors.running_scored_jobs())
     emails = selectors.emails_of(record.job.user_name for record in records)
@@ -52,6 +54,9 @@ def _job_findings(now: datetime) -> list[Finding]:
         owner = f"{job.user_name} ({job.account})" if job.account else job.user_name
         reading = job_waste(job, record, now)
         gpus, hours, waste = reading.gpus, reading.hours, reading.waste
+        if charges is not None:
+            for host, gpu_hours in waste.hardware_hosts:
+                charges.setdefault(host, []).append((label, gpu_hours))
         facts = {"job": label, "job_name": job.name, "user": job.user_name, "email": emails.get(job.user_name, ""),
                  "gpus": gpus, "idle_gpus": record.idle_gpus, "score": record.score, "limiter": record.limiter,
                  "hours": round(hours, 3)}
@@ -88,19 +93,32 @@ def _job_findings(now: datetime) -> list[Finding]:
 NODE_SEVERITY = {"drained": "info", "in_repair": "info"}  # out of service already: waiting for repair or return
 
 
-def _node_fault_findings(now: datetime) -> list[Finding]:
+HARDWARE_COST_KINDS = ("throttled_gpu", "hot_gpu", "nic_link", "nic_retries")  # the item a node's cost is put on
+
+
+def _node_fault_findings(now: datetime, charges: dict | None = None) -> list[Finding]:
     """Hardware faults that running jobs' telemetry finds on nodes (a NIC retrying its packets, a GPU hot or held down:
     ``apps.core.node_findings``): one item per node and kind however many jobs see it, listing those jobs; it clears
     (and resolves) when no running job sees it any more."""
     findings = []
-    for fault in by_node(node_findings(now)):
+    faults = by_node(node_findings(now))
+    # what the node cost the jobs that waited for it goes on one of its items (a GPU held down first), never twice
+    costed = {}
+    for fault in sorted(faults, key=lambda f: HARDWARE_COST_KINDS.index(f.kind) if f.kind in HARDWARE_COST_KINDS else 99):
+        costed.setdefault(fault.host, fault.kind)
+    for fault in faults:
         jobs = [{"job": job, "url": url} for job, url in fault.jobs]
         seen = ", ".join(job for job, _ in fault.jobs[:3]) + (f" and {len(fault.jobs) - 3} more" if len(fault.jobs) > 3 else "")
+        cost = [(job, hours) for job, hours in (charges or {}).get(fault.host, [])] if costed[fault.host] == fault.kind else []
+        lost = sum(hours for _, hours in cost) if cost else None
+        if lost:
+            seen += (f"; it has cost {lost:,.1f} GPU-hours of the jobs' time so far ("
+                     + ", ".join(f"{job} {hours:,.1f}" for job, hours in cost[:3]) + ")")
         findings.append(Finding(
             key=f"{Kind.NODE_FAULT}:{fault.host}/{fault.kind}", kind=Kind.NODE_FAULT, severity=fault.severity,
             title=f"{fault.host}: {fault.kind_words}" + (f", seen by {len(jobs)} jobs" if len(jobs) > 1 else ""),
             detail=f"{fault.what}; seen by {seen}" if seen else fault.what, owner=f"node {fault.host}",
-            url=reverse("vetting:node", args=[fault.host]),
+            url=reverse("vetting:node", args=[fault.host]), gpu_hours_lost=round(lost, 3) if lost else None,
             data={"host": fault.host, "fault": fault.kind, "jobs": jobs,
                   "since": fault.since.isoformat() if fault.since else None}))
     return findings
@@ -185,8 +203,10 @@ def _catalog_findings() -> list[Finding]:
 def triage_findings(now: datetime | None = None) -> list[Finding]:
     """Everything the sources say needs a person now."""
     now = now or timezone.now()
-    faults = _node_fault_findings(now)
-    return (_job_findings(now) + faults + _vetting_findings({finding.data["host"] for finding in faults})
+    charges: dict = {}
+    jobs = _job_findings(now, charges)
+    faults = _node_fault_findings(now, charges)
+    return (jobs + faults + _vetting_findings({finding.data["host"] for finding in faults})
             + _namespace_findings() + _catalog_findings())
 
 
