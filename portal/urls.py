@@ -8,10 +8,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from apps.core import views as core_views
 from apps.core.api.views import ApiRootView
 
-API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", "vetting", "edf", "namespaces", "catalog", "appmetrics", "network", "storage", "system",
+API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", "vetting", "edf", "namespaces", "catalog", "appmetrics", "network", "storage", "flightrec", "system",
             "reports", "triage", "notifications"]
 # Where an app's API sits when not under /api/v1/<app>/.
-API_PREFIXES = {"accounts": "", "appmetrics": "", "network": "", "storage": "", "ranks": "", "saturation": "", "telemetry": "", "triage": "staff/triage/"}
+API_PREFIXES = {"accounts": "", "appmetrics": "", "flightrec": "", "network": "", "storage": "", "ranks": "", "saturation": "", "telemetry": "", "triage": "staff/triage/"}
 
 api_v1 = [path("", ApiRootView.as_view(), name="api-root")]
 for _app in API_APPS:

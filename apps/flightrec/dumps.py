@@ -352,7 +352,8 @@ def load_plain(data: bytes, fmt: str = "auto") -> Any:
             raise DumpRefused("the JSON nests too deep to be a Flight Recorder dump") from None
         except (UnicodeDecodeError, ValueError) as exc:
             text = str(exc)
-            if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(data.rstrip()) - 1:
+            if isinstance(exc, json.JSONDecodeError) and (exc.pos >= len(data.rstrip()) - 1
+                                                          or not data.rstrip().endswith((b"}", b"]"))):
                 raise DumpRefused(f"the JSON is truncated: it ends after {len(data):,} bytes ({exc.msg})") from None
             raise DumpRefused(f"not readable JSON: {text[:200]}") from None
     raise DumpRefused("not a Flight Recorder dump: neither a pickle (it starts with 0x80) nor JSON (it starts with '{')")
@@ -375,3 +376,29 @@ def rank_from_filename(name: str) -> int | None:
             break
         digits = char + digits
     return int(digits) if digits and len(digits) <= 9 else None
+
+
+def _utc(ns: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def check_belongs(dump: RankDump, *, rank: int, world_size: int | None, window_ns: tuple[int, int] | None,
+                  job_words: str) -> None:
+    """Refuse a dump that cannot be ``job_words``' rank ``rank``: a rank outside the job, a default process group of
+    another size, or entries created outside the job's run (its write window). :class:`DumpRefused` says which."""
+    if world_size is not None and rank >= world_size:
+        raise DumpRefused(f"rank {rank} is outside {job_words}'s ranks 0..{world_size - 1} ({world_size:,} ranks)", "rank")
+    for config in dump.pg_config.values():
+        if config.desc == "default_pg" and config.ranks and world_size is not None and len(config.ranks) != world_size:
+            raise DumpRefused(f"this dump's default process group has {len(config.ranks):,} ranks but {job_words} has "
+                              f"{world_size:,}: it belongs to another job", "pg_config")
+    if window_ns is not None:
+        times = [e.created_ns for e in dump.entries if e.created_ns]
+        if times:
+            first, last = min(times), max(times)
+            if first < window_ns[0] or last > window_ns[1]:
+                raise DumpRefused(f"its entries were created from {_utc(first)} to {_utc(last)}, but {job_words} ran from "
+                                  f"{_utc(window_ns[0])} to {_utc(window_ns[1])} (margin included): it belongs to another "
+                                  "job, or to an earlier run of this one", "entries.time_created_ns")

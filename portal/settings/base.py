@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "apps.appmetrics",
     "apps.network",
     "apps.storage",
+    "apps.flightrec",
     "apps.system",
     "apps.reports",
     "apps.triage",
@@ -523,6 +524,12 @@ CELERY_BEAT_SCHEDULE["vetting.evaluate_rules"] = {"task": "vetting.evaluate_rule
 # so memory stays small) and largest TensorBoard event file, bytes.
 APPMETRICS_MAX_LOG_BYTES = env.int("APPMETRICS_MAX_LOG_BYTES", default=512 * 1024 * 1024)
 APPMETRICS_MAX_TENSORBOARD_BYTES = env.int("APPMETRICS_MAX_TENSORBOARD_BYTES", default=64 * 1024 * 1024)
+# PyTorch Flight Recorder dumps (apps.flightrec): where the posted files are kept, the most bytes one rank's dump and
+# one .tar.gz of a dump folder may have, and how long after a dump the job's analysis waits for its peers' dumps.
+FLIGHTREC_DIR = Path(env("FLIGHTREC_DIR", default=str(DATA_DIR / "flightrec")))
+FLIGHTREC_MAX_DUMP_BYTES = env.int("FLIGHTREC_MAX_DUMP_BYTES", default=64 * 1024 * 1024)
+FLIGHTREC_MAX_TAR_BYTES = env.int("FLIGHTREC_MAX_TAR_BYTES", default=2 * 1024 * 1024 * 1024)
+FLIGHTREC_ANALYSE_DELAY_SECONDS = env.int("FLIGHTREC_ANALYSE_DELAY_SECONDS", default=15)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="belvedere@localhost")
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""Reads of the flightrec app: a job's analysis placed on its hardware, with the evidence of the same minutes.
+
+The analysis body (``analysis.Analyser.result()``) names ranks; here each culprit gets its host, GPU, NIC, switch
+and dragonfly group (the ranks app's layout, or Slurm's block placement over the job's nodes without one), its
+Megatron coordinates, and what the hardware did around the time the job stopped progressing: the culprit GPU's
+SM activity against the other GPUs of its node (an idle GPU among busy peers), GPU-health counters and XIDs that
+rose (vetting's judgement of DCGM's counters) and the node's vetting state.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from apps.telemetry.backends.base import Query, TelemetryUnavailable
+
+from .models import FlightAnalysis, FlightDump
+
+SM_ACTIVE = 1002  # DCGM_FI_PROF_SM_ACTIVE
+BEFORE = timedelta(minutes=5)
+MAX_PLACED = 64
+
+
+def flight_analysis_get(job) -> FlightAnalysis | None:
+    return FlightAnalysis.objects.filter(job=job).first()
+
+
+def flight_dump_count(job) -> int:
+    return FlightDump.objects.filter(job=job).count()
+
+
+def _placement(job, ranks: list[int]) -> dict[int, dict]:
+    from apps.ranks.layout import block_placement
+    from apps.ranks.selectors import LayoutNoLongerFits, job_ranks
+
+    try:
+        placed = job_ranks(job)
+    except LayoutNoLongerFits:
+        placed = None
+    if placed is not None:
+        table = placed.table
+        rows = table.rows([r for r in ranks if 0 <= r < table.world_size])
+        return {row["rank"]: {"host": row["host"], "gpu": row["local_rank"], "nic": row["nic"], "switch": row["switch"],
+                              "group": row["group"], "coords": {k: row[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in row}}
+                for row in rows}
+    nodes = list(job.node_list or [])
+    world = job.gpus or job.tasks or 0
+    if not nodes or not world:
+        return {}
+    per_node = max(1, -(-world // len(nodes)))
+    try:
+        places = block_placement(world, nodes, per_node)
+    except Exception:  # a node list that cannot hold the ranks: nothing placed, said by the null fields
+        return {}
+    return {r: {"host": places[r][0], "gpu": places[r][1], "nic": f"hsn{places[r][1]}", "switch": None, "group": None,
+                "coords": {}} for r in ranks if 0 <= r < len(places)}
+
+
+def _stop_time(body: dict, job) -> datetime | None:
+    ns = body.get("last_progress_ns") or body.get("latest_ns")
+    if ns:
+        return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
+    return job.end_time
+
+
+def _gpu_activity(job, hosts: list[str], start: datetime, end: datetime) -> dict[tuple[str, int], float]:
+    from apps.telemetry.store import telemetry_store
+
+    try:
+        frame = telemetry_store().read(Query(start=start, end=end, cluster=job.cluster.name, hosts=tuple(hosts),
+                                             fields=(SM_ACTIVE,)))
+    except (TelemetryUnavailable, ValueError):
+        return {}
+    if frame.empty:
+        return {}
+    means = frame.groupby(["host", "gpu"])["value"].mean()
+    return {(host, int(gpu)): float(value) for (host, gpu), value in means.items()}
+
+
+def evidence(job, body: dict, places: dict[int, dict]) -> dict[int, list[dict]]:
+    """Per culprit rank, what the hardware said around the stop: [{kind, level, words}]."""
+    from apps.vetting.selectors import job_gpu_health, node_states
+
+    stop = _stop_time(body, job)
+    found: dict[int, list[dict]] = {rank: [] for rank in places}
+    if stop is None or not places:
+        return found
+    start, end = stop - BEFORE, stop + timedelta(minutes=1)
+    hosts = sorted({p["host"] for p in places.values() if p.get("host")})
+    activity = _gpu_activity(job, hosts, start, end)
+    health = [change for change in job_gpu_health(job, start=start - timedelta(minutes=25), end=end) if change.host in hosts]
+    states = node_states(hosts)
+    for rank, place in places.items():
+        host, gpu = place.get("host"), place.get("gpu")
+        mine = activity.get((host, gpu))
+        peers = [value for (h, g), value in activity.items() if h == host and g != gpu]
+        if mine is not None and peers:
+            peer = sum(peers) / len(peers)
+            idle = mine < 0.1 and peer > 0.3
+            found[rank].append({"kind": "telemetry", "level": "critical" if idle else "info",
+                                "words": f"SM activity {mine:.0%} in the 5 minutes before the stop"
+                                         f"{' — idle' if idle else ''} while the other GPUs of {host} ran at {peer:.0%}"})
+        for change in health:
+            if change.host == host and change.gpu == gpu:
+                found[rank].append({"kind": "gpu_health", "level": {"failed": "critical", "degraded": "warning"}.get(change.level, "info"),
+                                    "words": f"{change.what} at {change.first_seen:%H:%M:%S} UTC ({change.name})"})
+        if host in states:
+            found[rank].append({"kind": "vetting", "level": "warning", "words": f"node {host} is {states[host].replace('_', ' ')} in vetting"})
+    return found
+
+
+def flight_body(job) -> dict | None:
+    """The API's body: the analysis with each culprit placed and its evidence; None before any dump."""
+    analysis = flight_analysis_get(job)
+    if analysis is None:
+        return None
+    body = dict(analysis.body or {})
+    body.setdefault("status", analysis.status)
+    body["analysis_status"] = analysis.status
+    body["computed"] = analysis.computed.isoformat() if analysis.computed else None
+    body["dumps_stored"] = flight_dump_count(job)
+    culprits = list(body.get("culprits") or [])
+    ranks = [c["rank"] for c in culprits[:MAX_PLACED]]
+    places = _placement(job, ranks)
+    proof = evidence(job, body, places)
+    for culprit in culprits:
+        place = places.get(culprit["rank"], {})
+        culprit.update(host=place.get("host"), gpu=place.get("gpu"), nic=place.get("nic"), switch=place.get("switch"),
+                       group=place.get("group"), coords=place.get("coords", {}), evidence=proof.get(culprit["rank"], []))
+    body["culprits"] = culprits
+    for key in ("process_group", "collective", "findings", "missing_dumps", "ranks_dumped", "ranks_expected"):
+        body.setdefault(key, None if key in ("process_group", "collective") else [] if key in ("findings", "missing_dumps") else 0)
+    body["headline"] = headline(body)
+    return body
+
+
+def headline(body: dict) -> str:
+    """The verdict with the first culprit's place: "nid001234 GPU 2 (PP stage 5, DP replica 12): rank ... never ..."."""
+    verdict = body.get("verdict") or ""
+    culprits = body.get("culprits") or []
+    if not culprits or not culprits[0].get("host"):
+        return verdict
+    first = culprits[0]
+    coords = first.get("coords") or {}
+    where = ", ".join(f"{words} {coords[key]}" for key, words in (("pp", "PP stage"), ("dp", "DP replica"), ("tp", "TP rank"))
+                      if key in coords)
+    place = f"{first['host']} GPU {first['gpu']}" + (f" ({where})" if where else "")
+    worst = next((e["words"] for e in first.get("evidence", []) if e["level"] in ("critical", "warning")), "")
+    return f"{place}: {verdict}" + (f"; {worst}" if worst else "")
