@@ -87,6 +87,9 @@ class Job(TimeStampedModel):
     command = models.TextField(blank=True)
     comment = models.TextField(blank=True)
     environment = models.CharField(max_length=200, blank=True, help_text=_("The --environment EDF, when known."))
+    dependency = models.CharField(max_length=1000, blank=True, help_text=_(
+        "The --dependency Slurm last showed (singleton, afterok:...); kept after Slurm clears a fulfilled one."))
+    restart_count = models.PositiveIntegerField(null=True, blank=True, help_text=_("How often Slurm requeued the job (restart_cnt)."))
     source = models.CharField(max_length=20, blank=True, help_text=_("squeue, sacct, scontrol, event or demo."))
 
     class Meta:

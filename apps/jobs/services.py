@@ -22,6 +22,7 @@ COPIED_FIELDS = [
     "array_job_id", "array_task_id", "array_task_string", "het_job_id", "het_offset", "name", "account", "partition",
     "qos", "state_reason", "submit_time", "start_time", "end_time", "time_limit_minutes", "nodes", "node_count",
     "tasks", "gpus", "exit_code", "signal", "working_directory", "command", "comment", "environment",
+    "dependency", "restart_count",
 ]
 
 

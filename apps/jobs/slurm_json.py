@@ -88,6 +88,11 @@ class SlurmJob:
     comment: str = ""
     environment: str = ""
     steps: tuple[SlurmStep, ...] = field(default_factory=tuple)
+    # What chains jobs into a training campaign (apps.campaigns): the job's --dependency as Slurm writes it
+    # ("singleton(unfulfilled)", "afterok:12"; squeue and scontrol only, and only while it waits: Slurm clears a
+    # fulfilled one), and how often Slurm requeued it (restart_cnt: squeue/scontrol, sacct from v0.0.42).
+    dependency: str = ""
+    restart_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -335,6 +340,12 @@ def _job_id(entry: dict) -> int:
     return job_id
 
 
+def _dependency(value) -> str:
+    """Slurm's dependency string ("singleton(unfulfilled)", "afterok:12_*(unfulfilled)"); "" for none ("(null)")."""
+    value = text(value, 1000).strip()
+    return "" if value in ("(null)", "None") else value
+
+
 def _state_reason(reason) -> str:
     return text(reason) if reason not in (None, "None") else ""
 
@@ -388,6 +399,8 @@ def _squeue_job(entry: dict, cluster: str) -> SlurmJob:
         gpus=gpus_from_tres(entry.get("tres_alloc_str"), entry.get("tres_req_str"), entry.get("tres_per_job"), entry.get("tres_per_node")),
         exit_code=return_code,
         signal=signal,
+        dependency=_dependency(entry.get("dependency")),
+        restart_count=number(entry.get("restart_cnt")),
         **_described(entry, user="user_name", command=command, comment=text(entry.get("comment"), MAX_TEXT),
                      working_directory=entry.get("current_working_directory")),
     )
@@ -458,6 +471,7 @@ def _sacct_job(entry: dict, cluster: str) -> SlurmJob:
         gpus=gpus_from_tres(allocated),
         exit_code=return_code,
         signal=signal,
+        restart_count=number(entry.get("restart_cnt")),
         **_described(entry, user="user", command=command, comment=text(entry.get("comment"), MAX_TEXT),
                      working_directory=entry.get("working_directory")),
         steps=tuple(_sacct_step(step) for step in entry.get("steps") or [] if isinstance(step, dict)),
