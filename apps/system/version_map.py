@@ -29,10 +29,10 @@ def fleet_versions(partition: str | None = None, *, now=None) -> dict:
     by_group = versions.version_map(values, {host: str(number) for host, number in groups.items()})
     by_partition = versions.version_map(values, where)
     since = now - timedelta(days=DRIFT_DAYS)
-    changes = VersionFact.objects.filter(first_seen__gte=since - timedelta(days=1))
+    facts = VersionFact.objects.filter(last_seen__gte=since - timedelta(days=DRIFT_DAYS))  # a change and what it replaced
     if partition:
-        changes = changes.filter(host__in=list(values))
-    drift = versions.drift(list(changes.values("host", "key", "value", "first_seen")))
+        facts = facts.filter(host__in=list(values))
+    drift = versions.drift(list(facts.values("host", "gpu", "key", "value", "first_seen")), since=since)
     return {"partition": partition or None, "nodes": len(values),
             "expected": versions.expected_set(values) if partition else {},
             "minorities": [m.as_dict() for m in versions.consistency(values)] if partition else [],

@@ -270,3 +270,66 @@ def feed(context: FeedContext) -> dict:
     # cost the small machine more than the feeding itself.
     _mark_dirty(watched)
     return {"jobs": len(fed), "gpus": gpus, "samples": samples, "refreshing": len(watched)}
+
+
+# -- versions: the fleet's driver history and a driver minority in the Megatron job (issue 38) --------------------
+
+DEMO_DRIVER, DEMO_OLD_DRIVER, DEMO_MINORITY_DRIVER = "560.35.03", "555.42.06", "550.54.15"
+
+
+def reset_versions() -> None:
+    from .models import VersionFact
+
+    VersionFact.objects.all().delete()
+
+
+@demo_part("versions", order=61, reset=reset_versions, weight=2)
+def build_versions(context: DemoContext) -> dict:
+    """Every node went from driver 555.42.06 to 560.35.03 group by group 12 days ago (the drift); four nodes of the
+    Megatron job, two behind each of two switches, still run 550.54.15 (the job's first-screen finding and the
+    version map's mixed cells); the Megatron nodes report their GPUs' firmware and the job's communication stack."""
+    from apps.jobs.models import Job
+    from apps.topology.models import Node
+
+    from .models import VersionFact
+
+    now = context.now
+    nodes = list(Node.objects.order_by("hostname").values_list("hostname", "group__number"))
+    if not nodes:
+        return {}
+    key = context.shared.get("megatron_job")
+    megatron = Job.objects.filter(cluster__name=key[0], job_id=key[1]).first() if key else None
+    job_nodes = list(megatron.node_list) if megatron else []
+    minority = set(job_nodes[8:10] + job_nodes[72:74]) if len(job_nodes) >= 74 else set(job_nodes[:1])
+    partition = (megatron.partition if megatron and megatron.partition else "normal")
+    rows = []
+
+    def fact(host, key, value, first, last, gpu=-1):
+        rows.append(VersionFact(cluster=key_cluster, host=host, gpu=gpu, key=key, value=value, first_seen=first,
+                                last_seen=last, partition=partition if host in job_set or group % 4 else "debug",
+                                source="demo"))
+
+    key_cluster = key[0] if key else ""
+    job_set = set(job_nodes)
+    rollout = now - timedelta(days=12)
+    for host, group in nodes:
+        upgraded = rollout + timedelta(hours=2 * group)
+        fact(host, "driver", DEMO_OLD_DRIVER, now - timedelta(days=40), upgraded - timedelta(minutes=5))
+        if host in minority:
+            fact(host, "driver", DEMO_MINORITY_DRIVER, upgraded, now)
+            fact(host, "cuda_driver", "12.4", upgraded, now)
+        else:
+            fact(host, "driver", DEMO_DRIVER, upgraded, now)
+            fact(host, "cuda_driver", "12.6", upgraded, now)
+    stack = {"nccl": "2.21.5", "ofi_nccl": "1.9.2-aws", "libfabric": "1.22.0", "cxi": "1.22.0",
+             "image_digest": "sha256:4f0c9d2e5a418b7e21d46c0e9a7f4b1268a61b7c30d2f4e95b1a893c5e7d20f4"}
+    started = megatron.start_time if megatron and megatron.start_time else now
+    for host in job_nodes:
+        group = 1
+        for name, value in stack.items():
+            fact(host, name, value, started, now)
+        for gpu in range(4):
+            fact(host, "vbios", "96.00.89.00.01", started, now, gpu)
+    VersionFact.objects.bulk_create(rows, batch_size=2000)
+    context.say(f"  versions     {len(rows):,} facts; {len(minority)} Megatron nodes on driver {DEMO_MINORITY_DRIVER}")
+    return {"facts": len(rows), "minority": sorted(minority)}

@@ -183,7 +183,20 @@ def versions_context(job, request) -> dict:
         if counts:
             rows.append({"key": key, "label": vocabulary.KEYS[key].label, "family": vocabulary.KEYS[key].family,
                          "values": sorted(counts.items(), key=lambda item: (-item[1], item[0])), "mixed": len(counts) > 1})
-    return {"versions": found, "version_rows": rows, "thermal_outliers": job_thermal_outliers(job)}
+    merged = [{"sentence": first["sentence"] + ("; the same nodes also differ in " + ", ".join(
+        f"{m['label']} ({m['value']} against {m['majority_value']})" for m in also) if also else "")}
+        for first, also in merged_minorities(found["minorities"])]
+    return {"versions": found, "version_rows": rows, "version_findings": merged,
+            "thermal_outliers": job_thermal_outliers(job)}
+
+
+def merged_minorities(minorities: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """One entry per set of minority nodes: the first key's minority and the other keys the same nodes differ in
+    (a node on an older driver also has an older CUDA driver: one finding, not two)."""
+    groups: dict[tuple, list[dict]] = {}
+    for minority in minorities:
+        groups.setdefault(tuple(minority["hosts"]), []).append(minority)
+    return [(items[0], items[1:]) for items in groups.values()]
 
 
 def versions_summary(job) -> PanelSummary | None:
@@ -195,10 +208,13 @@ def versions_summary(job) -> PanelSummary | None:
         return None
     found = job_versions(job)
     part = PanelSummary(data={"versions": {key: found[key] for key in ("nodes", "known", "keys", "minorities")}})
-    for minority in found["minorities"]:
-        level = "warning" if minority["family"] in ("driver", "firmware", "communication stack") else "info"
+    for minority, also in merged_minorities(found["minorities"]):
+        title = minority["sentence"]
+        if also:
+            title += "; the same nodes also differ in " + ", ".join(
+                f"{m['label']} ({m['value']} against {m['majority_value']})" for m in also)
         part.findings.append(Finding(
-            level, minority["sentence"],
+            "warning", title,
             f"Resubmit excluding them (--exclude={minority['hostlist']}) or ask staff to align the "
             f"{minority['label']}; mixed versions make collectives unstable or slow.", "#panel-versions", "versions"))
     thermal = job_thermal_outliers(job)

@@ -260,17 +260,19 @@ def version_map(values_by_host: dict[str, dict[str, str]], where: dict[str, str]
             for place, per_key in sorted(cells.items())}
 
 
-def drift(changes, keys=COMPARED) -> list[dict]:
-    """Version changes over time from facts (host, key, value, first_seen): per key and day, how many nodes
-    started showing each value ("drift"), oldest first: [{"day", "key", "value", "nodes"}]. A value first seen
-    with the history's first day is the starting state, not drift, and is left out."""
-    rows = [(c["first_seen"], c["key"], c["value"], c["host"]) for c in changes if c["key"] in keys]
-    if not rows:
-        return []
-    start = min(row[0] for row in rows).date()
-    counts: Counter = Counter()
-    for seen, key, value, _host in rows:
-        if seen.date() > start:
-            counts[(seen.date().isoformat(), key, value)] += 1
-    return [{"day": day, "key": key, "label": KEYS[key].label, "value": value, "nodes": n}
-            for (day, key, value), n in sorted(counts.items())]
+def drift(facts, keys=COMPARED, since=None) -> list[dict]:
+    """Version changes over time from facts (host, gpu, key, value, first_seen): a fact that replaced an earlier value
+    of the same host, GPU and key is a change (a node's first report is not). Per day, key and new value, how many
+    nodes changed to it, oldest first: [{"day", "key", "label", "value", "nodes"}]; ``since``: changes from then on."""
+    by_slot: dict[tuple, list] = {}
+    for fact in facts:
+        if fact["key"] in keys:
+            by_slot.setdefault((fact["host"], fact.get("gpu", NODE), fact["key"]), []).append(fact)
+    hosts: dict[tuple, set] = {}
+    for (host, _gpu, key), rows in by_slot.items():
+        rows.sort(key=lambda row: row["first_seen"])
+        for earlier, row in zip(rows, rows[1:]):
+            if row["value"] != earlier["value"] and (since is None or row["first_seen"] >= since):
+                hosts.setdefault((row["first_seen"].date().isoformat(), key, row["value"]), set()).add(host)
+    return [{"day": day, "key": key, "label": KEYS[key].label, "value": value, "nodes": len(changed)}
+            for (day, key, value), changed in sorted(hosts.items())]

@@ -111,3 +111,17 @@ def test_a_node_running_hotter_or_clocking_lower_than_its_peers_under_the_same_l
     (slow,) = thermal.outliers(_start_samples(slow_host="nid000004"))
     assert slow.slower and "clocks 11 % lower (1,555 MHz against 1,755 MHz)" in slow.sentence
     assert thermal.outliers(_start_samples()) == []
+
+
+def test_drift_counts_changes_of_a_node_not_its_first_report():
+    day = SEEN
+    facts = [{"host": "nid000001", "gpu": -1, "key": "driver", "value": "555.42.06", "first_seen": day - timedelta(days=30)},
+             {"host": "nid000001", "gpu": -1, "key": "driver", "value": "560.35.03", "first_seen": day},
+             {"host": "nid000002", "gpu": -1, "key": "driver", "value": "555.42.06", "first_seen": day - timedelta(days=30)},
+             {"host": "nid000002", "gpu": -1, "key": "driver", "value": "560.35.03", "first_seen": day + timedelta(hours=1)},
+             {"host": "nid000003", "gpu": -1, "key": "nccl", "value": "2.21.5", "first_seen": day}]  # a first report
+    facts += [{"host": "nid000001", "gpu": gpu, "key": "vbios", "value": v, "first_seen": day + timedelta(days=d)}
+              for gpu in range(4) for d, v in ((0, "96.00.74.00.11"), (1, "96.00.89.00.01"))]
+    assert versions.drift(facts) == [
+        {"day": "2026-12-01", "key": "driver", "label": "driver", "value": "560.35.03", "nodes": 2},
+        {"day": "2026-12-02", "key": "vbios", "label": "VBIOS", "value": "96.00.89.00.01", "nodes": 1}]
