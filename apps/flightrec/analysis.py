@@ -169,6 +169,8 @@ class Analyser:
         self.last_progress_rank: int | None = None
         self.latest_ns: int | None = None
         self.timeouts: dict[int, int] = {}
+        self._p2p_ops: dict[str, tuple] = {}
+        self._p2p_sigs: dict[int, int] = {}
 
     # ---- reading -------------------------------------------------------------------------------
 
@@ -191,45 +193,42 @@ class Analyser:
         declared = {name: cfg for name, cfg in header.pg_config.items()}
         raw = header.entries
         parts: dict[str, tuple[_RankPg, list[int], list[int]]] = {}
-        p2p: list[tuple[str, str, int, int, int, int, bool, int, int]] = []
+        p2p: list[tuple[str, str, int, int, int, int, bool, int]] = []
         sig_of = self.sigs
-        last_done_ns = None
-        latest = None
+        last_key: dict[str, tuple] = {}  # per group: the raw lists of its last entry and their signature
         first_record = None
-        timeout = None
         for index, entry in enumerate(raw):
             try:
                 pg = entry["process_group"]
                 name = pg[0]
-                if first_record is None:
-                    first_record = entry["record_id"]
                 seq = entry["collective_seq_id"]
                 op = entry["profiling_name"]
                 done = entry["state"] == "completed" or entry["retired"] is True
-                created = entry["time_created_ns"] or 0
-                key = (op, tuple(map(tuple, entry["input_sizes"])), tuple(map(tuple, entry["output_sizes"])),
-                       tuple(entry["input_dtypes"]), tuple(entry["output_dtypes"]))
+                ins, outs = entry["input_sizes"], entry["output_sizes"]
+                idt, odt = entry["input_dtypes"], entry["output_dtypes"]
+                cached = last_key.get(name)
+                if cached is not None and cached[0] == op and cached[1] == ins and cached[2] == outs and cached[3] == idt \
+                        and cached[4] == odt:
+                    sig = cached[5]
+                else:  # a new signature for this group: make it hashable and intern it
+                    key = (op, tuple(map(tuple, ins)), tuple(map(tuple, outs)), tuple(idt), tuple(odt))
+                    sig = sig_of.get(key)
+                    if sig is None:
+                        sig = self._sig(key)
+                    last_key[name] = (op, ins, outs, idt, odt, sig)
                 is_p2p = entry["is_p2p"]
-                timeout = entry.get("timeout_ms") or timeout
+                if first_record is None:
+                    first_record = entry["record_id"]
             except (KeyError, TypeError, IndexError) as exc:
                 where = f"entries[{index}]"
                 raise DumpRefused(f"{where} is not a Flight Recorder entry ({type(exc).__name__}: {str(exc)[:80]}); "
                                   "every entry has process_group, collective_seq_id, profiling_name, state, sizes "
                                   "and dtypes", where) from None
-            if type(seq) is not int or type(created) is not int:  # noqa: E721 - exact types, bools refused
-                raise DumpRefused(f"entries[{index}]: collective_seq_id and time_created_ns must be whole numbers",
+            if type(seq) is not int:  # noqa: E721 - an exact int: bools and text refused
+                raise DumpRefused(f"entries[{index}]: collective_seq_id must be a whole number, not {type(seq).__name__}",
                                   f"entries[{index}]")
-            sig = sig_of.get(key)
-            if sig is None:
-                sig = self._sig(key)
-            completed = entry.get("time_discovered_completed_ns") or 0
-            moment = completed if completed else created
-            if latest is None or moment > latest:
-                latest = moment
-            if done and (last_done_ns is None or moment > last_done_ns):
-                last_done_ns = moment
             if is_p2p:
-                p2p.append((name, pg[1], index, sig, seq, entry.get("p2p_seq_id") or 0, done, created, 0))
+                p2p.append((name, pg[1], index, sig, entry.get("p2p_seq_id") or 0, done, entry["time_created_ns"] or 0))
                 continue
             part = parts.get(name)
             if part is None:
@@ -238,12 +237,11 @@ class Analyser:
             if seqs and seqs[-1] == seq:  # coalesced: one collective of several ops, one signature
                 sigs[-1] = self._sig((sigs[-1], sig))
                 if not done and (state.first_undone is None or state.first_undone > seq):
-                    state.first_undone, state.undone_index, state.first_undone_ns = seq, index, created
+                    state.first_undone, state.undone_index = seq, index
                 state.last_index = index
                 continue
             seqs.append(seq)
             sigs.append(sig)
-            state.has_collectives = True
             if seq < state.min_seq:
                 state.min_seq = seq
             if seq >= state.max_seq:
@@ -252,7 +250,25 @@ class Analyser:
                 if seq > state.max_done:
                     state.max_done = seq
             elif state.first_undone is None or seq < state.first_undone:
-                state.first_undone, state.undone_index, state.first_undone_ns = seq, index, created
+                state.first_undone, state.undone_index = seq, index
+        # times from the end of the buffer (record order): the latest moment, the last completion, the timeout
+        latest = last_done_ns = timeout = None
+        for entry in reversed(raw[-64:]):
+            created = entry.get("time_created_ns") or 0
+            completed = entry.get("time_discovered_completed_ns") or 0
+            if type(created) is not int or type(completed) is not int:  # noqa: E721
+                raise DumpRefused("time_created_ns and time_discovered_completed_ns must be whole numbers", "entries")
+            moment = completed or created
+            latest = moment if latest is None else max(latest, moment)
+            timeout = timeout or entry.get("timeout_ms")
+        for entry in reversed(raw):
+            if entry["state"] == "completed" or entry["retired"] is True:
+                last_done_ns = entry.get("time_discovered_completed_ns") or entry.get("time_created_ns") or None
+                break
+        for state, _, _ in parts.values():
+            state.has_collectives = True
+            if state.undone_index is not None:
+                state.first_undone_ns = raw[state.undone_index].get("time_created_ns") or None
         self.dumped.add(rank)
         if timeout:
             self.timeouts[rank] = timeout
@@ -275,18 +291,25 @@ class Analyser:
                 group.entries[(rank, "last")] = self._entry(raw, state.last_index)
             if state.undone_index is not None:
                 group.entries[(rank, "undone")] = self._entry(raw, state.undone_index)
-        for name, desc, index, sig, seq, p2p_seq, done, created, _ in p2p:
-            op = raw[index]["profiling_name"].partition(":")[2] or raw[index]["profiling_name"]
-            parsed = _p2p_parts(op)
-            group = self._group(name, desc, declared.get(name))
-            group.ranks_seen.add(rank)
-            group.per_rank.setdefault(rank, _RankPg())
-            if first_record:
-                group.wrapped.add(rank)
+        parsed_ops = self._p2p_ops
+        for name, desc, index, sig, p2p_seq, done, created in p2p:
+            op = raw[index]["profiling_name"]
+            parsed = parsed_ops.get(op)
             if parsed is None:
+                parsed = parsed_ops[op] = _p2p_parts(op.partition(":")[2] or op) or ()
+            group = self._group(name, desc, declared.get(name))
+            if rank not in group.ranks_seen:
+                group.ranks_seen.add(rank)
+                group.per_rank.setdefault(rank, _RankPg())
+                if first_record:
+                    group.wrapped.add(rank)
+            if not parsed:
                 continue
             kind, src, dst = parsed
-            record = (p2p_seq, self._sig(("p2p",) + self.sig_words[sig][1:]), done, created, rank, index)
+            p2p_sig = self._p2p_sigs.get(sig)
+            if p2p_sig is None:
+                p2p_sig = self._p2p_sigs[sig] = self._sig(("p2p",) + self.sig_words[sig][1:])
+            record = (p2p_seq, p2p_sig, done, created, rank, index)
             book = group.sends if kind == "send" else group.recvs
             book.setdefault((src, dst), []).append(record)
             if not done:

@@ -25,9 +25,11 @@ Plain Python: no Django.
 """
 from __future__ import annotations
 
+import functools
 import io
 import json
 import pickle
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -270,8 +272,30 @@ def entry_from(raw, where: str, *, frames: bool = True) -> Entry:
     )
 
 
+@functools.lru_cache(maxsize=4096)
+def _ranks_text(text: str) -> tuple[int, ...] | None:
+    """ "[0, 1, 2]" -> (0, 1, 2) without eval; None when it is not such a list (every dump of a job repeats the
+    default group's, so each distinct text is read once)."""
+    inner = text.strip()
+    if not inner.startswith("[") or not inner.endswith("]"):
+        return None
+    inner = inner[1:-1].strip()
+    if not inner:
+        return ()
+    if not _RANK_LIST.fullmatch(inner):
+        return None
+    return tuple(int(part) for part in inner.split(","))
+
+
+_RANK_LIST = re.compile(r"[0-9]{1,9}(\s*,\s*[0-9]{1,9})*")
+
+
 def _ranks_of(text, where: str) -> tuple[int, ...] | None:
     """pg_config's ranks: PyTorch writes the list as text ("[0, 1, 2]"); read it without eval."""
+    if isinstance(text, str) and len(text) < 10_000_000:
+        ranks = _ranks_text(text)
+        if ranks is not None:
+            return ranks or None
     if isinstance(text, (list, tuple)):
         items = list(text)
     else:

@@ -80,7 +80,7 @@ def test_a_truncated_pickle_and_a_truncated_json_say_so():
     ({"version": "3.0", "entries": []}, "format version '3.0' is not read here"),
     ({"version": "2.10", "entries": {}}, "entries is a dict, not a list"),
     ({"version": "2.10", "entries": [{"record_id": 0}]}, r"entries\[0\] is not a Flight Recorder entry"),
-    ({"version": "2.10", "entries": [entry(0, "x")]}, "whole numbers"),
+    ({"version": "2.10", "entries": [entry(0, "x")]}, "collective_seq_id must be a whole number, not str"),
     ([1, 2], "is a list, not a Flight Recorder dump"),
 ])
 def test_wrong_shapes_are_refused_naming_what_and_where(body, words):

@@ -42,13 +42,19 @@ def dump(outdir: str, rank: int) -> None:
         os.replace(path + ".part", path)
 
 
-def watchdog(outdir: str, rank: int, *, dumps: bool) -> None:
+def watchdog(outdir: str, rank: int, *, dumps: bool, expected: int) -> None:
     """As NCCL's watchdog does on a timeout with TORCH_NCCL_DUMP_ON_TIMEOUT=1: dump while the collectives are still
     in flight (gloo has no such watchdog; this thread plays it), then end the process. A rank that ``dumps=False``
     is dead or hung in Python: it leaves no file."""
     def fire():
         if dumps:
             dump(outdir, rank)
+        # no rank ends before every rank dumped: an ending peer closes its sockets, which fails (and retires) the
+        # collectives the others still wait in (the dead rank's watchdog waits too, holding its sockets open)
+        for _ in range(100):
+            if len([n for n in os.listdir(outdir) if n.endswith(".json")]) >= expected:
+                break
+            time.sleep(0.05)
         os._exit(0)
 
     timer = threading.Timer(DUMP_AFTER_S, fire)
@@ -68,7 +74,7 @@ def main(scenario: str, rank: int, world: int, outdir: str) -> None:
     if scenario == "healthy":
         pair = dist.new_group([0, 1], group_desc="pair")
     dist.all_reduce(four)  # every rank here: the watchdogs start together
-    watchdog(outdir, rank, dumps=not (scenario == "dead" and rank == 2))
+    watchdog(outdir, rank, dumps=not (scenario == "dead" and rank == 2), expected=world - (scenario == "dead"))
     try:
         if scenario == "healthy":
             dist.all_reduce(four)
