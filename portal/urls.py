@@ -8,7 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from apps.core import views as core_views
 from apps.core.api.views import ApiRootView
 
-API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", "vetting", "edf", "namespaces", "catalog", "appmetrics", "network", "storage", "flightrec", "system",
+API_APPS = ["accounts", "jobs", "topology", "ranks", "telemetry", "saturation", "vetting", "edf", "namespaces", "catalog", "appmetrics", "network", "storage", "flightrec", "campaigns", "system",
             "reports", "triage", "notifications"]
 # Where an app's API sits when not under /api/v1/<app>/.
 API_PREFIXES = {"accounts": "", "appmetrics": "", "flightrec": "", "network": "", "storage": "", "ranks": "", "saturation": "", "telemetry": "", "triage": "staff/triage/"}
@@ -32,6 +32,7 @@ urlpatterns = [
     path("catalog/", include("apps.catalog.urls")),
     path("system/", include("apps.system.urls")),
     path("reports/", include("apps.reports.urls")),
+    path("campaigns/", include("apps.campaigns.urls")),
     path("staff/triage/", include("apps.triage.urls")),
     path("notifications/", include("apps.notifications.urls")),
     path("healthz", core_views.healthz, name="healthz"),

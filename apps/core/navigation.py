@@ -14,6 +14,7 @@ class NavItem:
 
 NAVIGATION = (
     NavItem("jobs", _("Jobs"), "jobs:index"),
+    NavItem("campaigns", _("Campaigns"), "campaigns:index"),
     NavItem("system", _("System"), "system:index"),
     NavItem("topology", _("Topology"), "topology:index"),
     NavItem("vetting", _("Vetting"), "vetting:index"),

@@ -54,6 +54,7 @@ class Fact:
     level: str = "info"
     element_id: str | None = None
     rank: int = 50  # the first screen shows facts by rank, then in panel order (the job's state comes first)
+    link: str | None = None  # where the value leads (a page about it: the job's training campaign)
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "apps.network",
     "apps.storage",
     "apps.flightrec",
+    "apps.campaigns",
     "apps.system",
     "apps.reports",
     "apps.triage",
@@ -612,6 +613,13 @@ JOB_PAGE_LIVE_SECONDS = env.int("JOB_PAGE_LIVE_SECONDS", default=30)
 # Job page: the first screen and each panel's HTML are kept this long per job state (panels that version
 # their data, like the saturation product, change at once when it does).
 JOB_PAGE_CACHE_SECONDS = env.int("JOB_PAGE_CACHE_SECONDS", default=15)
+
+# Training campaigns (apps/campaigns): a campaign's goodput is kept this many seconds under the data it reads (its
+# jobs, the application series written, the scores; 0 computes it on every request), and beat looks for new
+# campaigns among the synced jobs every CAMPAIGN_DETECT_SECONDS.
+CAMPAIGN_CACHE_SECONDS = env.int("CAMPAIGN_CACHE_SECONDS", default=300)
+CAMPAIGN_DETECT_SECONDS = env.int("CAMPAIGN_DETECT_SECONDS", default=300)
+CELERY_BEAT_SCHEDULE["campaigns.detect"] = {"task": "campaigns.detect", "schedule": float(CAMPAIGN_DETECT_SECONDS)}
 
 # ---------------------------------------------------------------------------------------------
 # Live refresh of job products (see apps/core/README.md, "Refreshing job products")

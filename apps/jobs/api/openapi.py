@@ -37,6 +37,7 @@ class FirstScreenFact(serializers.Serializer):
     value = serializers.CharField(allow_blank=True)
     detail = serializers.CharField(allow_blank=True)
     level = serializers.CharField()
+    link = serializers.CharField(allow_null=True, help_text="where the value leads (the job's training campaign), or null")
 
 
 class JobFirstScreenResponse(serializers.Serializer):

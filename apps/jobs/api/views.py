@@ -43,7 +43,8 @@ class JobFirstScreenView(APIView):
         summary = first.summary
         return Response({
             "cluster": job.cluster.name, "job_id": job.job_id, "computed": first.computed,
-            "facts": [{"label": f.label, "value": f.value, "detail": f.detail, "level": f.level} for f in summary.facts],
+            "facts": [{"label": f.label, "value": f.value, "detail": f.detail, "level": f.level, "link": f.link}
+                      for f in summary.facts],
             "findings": [{"level": f.level, "title": f.title, "action": f.action, "link": f.link, "source": f.source}
                          for f in summary.findings],
             "versions": summary.data.get("versions"), "preflight": summary.data.get("preflight"),

@@ -1,0 +1,15 @@
+from django.contrib import admin
+
+from .models import Campaign, CampaignJob
+
+
+@admin.register(Campaign)
+class CampaignAdmin(admin.ModelAdmin):
+    list_display = ("name", "source", "cluster", "account", "user_name", "edited", "created")
+    search_fields = ("name", "key", "account", "user_name")
+
+
+@admin.register(CampaignJob)
+class CampaignJobAdmin(admin.ModelAdmin):
+    list_display = ("job", "campaign", "pinned")
+    raw_id_fields = ("job", "campaign")
