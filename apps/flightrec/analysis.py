@@ -531,7 +531,8 @@ class Analyser:
     def _grid(self, found: dict) -> dict:
         """Who reached where: the members (culprits first) x the sequence ids around the disagreement."""
         group, seq = found["group"], found["seq"]
-        seqs = list(range(max(1, seq - GRID_BEFORE), seq + GRID_AFTER + 1))
+        reached = max((s.max_seq for s in group.per_rank.values() if s.has_collectives), default=seq)
+        seqs = list(range(max(1, seq - GRID_BEFORE), min(seq + GRID_AFTER, max(reached, seq)) + 1))
         culprits = [c["rank"] for c in found["culprits"]]
         members = list(found["members"])
         rows_for = culprits + [r for r in members if r not in set(culprits)]
@@ -609,6 +610,10 @@ class Analyser:
             verdict += f" ({_n(wait['ranks'])} of {_n(wait['of'])} ranks waited {_seconds(wait['seconds'])})"
         group = primary["group"]
         culprit_ranks = [c["rank"] for c in primary["culprits"]]
+        # groups whose every member waits in a collective without a culprit of their own are the hang's echo, not
+        # findings of their own, once another group names a culprit: counted, not listed
+        stalled = [f for f in judged if not f["culprits"] and f is not primary]
+        shown = [f for f in judged if f["culprits"] or f is primary] if primary["culprits"] else judged
         entries = {}
         for rank in (culprit_ranks + [r for r in (waiting or []) if r not in culprit_ranks][:2])[:12]:
             if rank in self.last_entries:
@@ -621,10 +626,11 @@ class Analyser:
             collective={"seq_id": primary["seq"], "op": primary["op"], "sizes": primary["sizes"], "dtypes": primary["dtypes"],
                         "p2p": bool(primary.get("p2p"))},
             culprits=primary["culprits"][:256], culprit_count=len(primary["culprits"]), waiting=wait,
+            stalled_elsewhere=len(stalled) if primary["culprits"] else 0,
             findings=[{"status": f["status"], "verdict": f["verdict"], "process_group": f["group"].name,
                        "desc": f["group"].desc, "megatron": f["megatron"].to_dict() if f["megatron"] else None,
                        "seq_id": f["seq"], "op": f["op"], "culprits": [c["rank"] for c in f["culprits"][:64]]}
-                      for f in judged[:50]],
+                      for f in shown[:50]],
             grid=self._grid(primary), last_entries=entries,
         )
         return body

@@ -143,5 +143,8 @@ def headline(body: dict) -> str:
     where = ", ".join(f"{words} {coords[key]}" for key, words in (("pp", "PP stage"), ("dp", "DP replica"), ("tp", "TP rank"))
                       if key in coords)
     place = f"{first['host']} GPU {first['gpu']}" + (f" ({where})" if where else "")
-    worst = next((e["words"] for e in first.get("evidence", []) if e["level"] in ("critical", "warning")), "")
+    order = {"gpu_health": 0, "telemetry": 1, "vetting": 2}  # an XID or ECC error says more than an idle GPU
+    ranked = sorted((e for e in first.get("evidence", []) if e["level"] in ("critical", "warning")),
+                    key=lambda e: (e["level"] != "critical", order.get(e["kind"], 3)))
+    worst = ranked[0]["words"] if ranked else ""
     return f"{place}: {verdict}" + (f"; {worst}" if worst else "")
