@@ -472,6 +472,24 @@ def _details(doc: TextPages, facts: dict) -> None:
 # Figures
 
 
+def _sections(doc: TextPages, sections: list[dict]) -> None:
+    """Pages other apps add (``facts["sections"]``: {"title", "lines", "pairs", "table": {"headers", "rows"}}), each on
+    a page of its own."""
+    for section in sections:
+        doc.new_page()
+        doc.heading(str(section.get("title") or ""))
+        for line in section.get("lines") or []:
+            doc.text(str(line))
+        if section.get("pairs"):
+            doc.pairs([(str(k), str(v)) for k, v in section["pairs"]])
+        table = section.get("table") or {}
+        if table.get("rows"):
+            headers = [str(h) for h in table.get("headers") or []]
+            width = (PAGE_W - 2 * MARGIN_X) / max(1, len(headers))
+            widths = [width * 0.8] * (len(headers) - 1) + [width * (1 + 0.2 * (len(headers) - 1))] if headers else []
+            doc.table(headers, [[str(cell) for cell in row] for row in table["rows"]], widths)
+
+
 def _no_data(ax, why: str) -> None:
     ax.set_xticks([])
     ax.set_yticks([])
@@ -692,6 +710,7 @@ def render_report(facts: dict, path: str | Path, progress: Callable[[int, str], 
         _verdict_page(doc, facts, finding)
         tell(20, "verdict and facts drawn")
         _details(doc, facts)
+        _sections(doc, facts.get("sections") or [])
         tell(40, "efficiency, events and stragglers drawn")
         figures = list(doc.figures)
         figures.append(throughput_figure(facts))

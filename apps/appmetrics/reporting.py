@@ -197,6 +197,23 @@ def job_facts(job) -> dict:
             "elapsed": duration_words(elapsed) if elapsed is not None else "", "environment": job.environment}
 
 
+def report_sections_facts(job) -> list[dict]:
+    """The pages higher apps add to the report (``apps.core.report_pages``: the job's training campaign), as plain data;
+    a section that fails is left out and logged."""
+    from apps.core.report_pages import report_sections
+
+    out = []
+    for key, fn in report_sections():
+        try:
+            section = fn(job)
+        except Exception as exc:  # noqa: BLE001 - the rest of the report is still worth having
+            log.warning("report of %s: section %s failed: %s", job, key, exc)
+            continue
+        if section:
+            out.append(section)
+    return out
+
+
 def report_facts(job, progress: Callable[[int, str], None] | None = None) -> dict:
     """Everything the report shows, as plain data (``report_pdf``'s contract); a part that fails says why instead."""
     tell = progress or (lambda percent, words: None)
@@ -211,6 +228,7 @@ def report_facts(job, progress: Callable[[int, str], None] | None = None) -> dic
     tell(15, "efficiency computed")
     facts["throughput"] = throughput_facts(job)
     facts["activity"] = activity_facts(job)
+    facts["sections"] = report_sections_facts(job)
     tell(25, "series read")
     return facts
 

@@ -76,7 +76,7 @@ def build(context: DemoContext) -> dict:
         while first_h + ROW_H * k <= last_h + 1e-9:
             at = first_h + ROW_H * k
             step += STEPS_PER_ROW
-            tokens = 1.52e6 * (1.0 - 0.12 * (index == 5 and 2.0 <= at <= 2.6))  # a throttled stretch in job 6
+            tokens = 1.52e6 * (1.0 - 0.35 * (index == 5 and 2.0 <= at <= 2.6))  # a slow stretch in job 6: a dip
             rows.append({"ts": (start + timedelta(hours=at)).timestamp(), "step": step, "tokens_per_s": tokens,
                          "iteration_s": 4 * 1024 * 1024 / 1.52e6, "loss": round(1.9 + 6.0 / (1.0 + step / 1500.0) ** 0.6, 4)})
             if at + 1e-9 >= next_checkpoint:

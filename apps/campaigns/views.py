@@ -27,10 +27,11 @@ class CampaignDetailView(TemplateView):
         body = campaign_summary(campaign)
         allocated = body["allocated_gpu_hours"] or 0.0
         parts = [{"key": part, "label": PART_LABELS[part], "colour": PART_COLOURS[part], "gpu_hours": body["badput"][part],
-                  "share": body["badput"][part] / allocated if allocated else None, "words": body["words"]["badput"][part]}
+                  "share": body["badput"][part] / allocated * 100 if allocated else None, "words": body["words"]["badput"][part]}
                  for part in PARTS]
         largest = max(parts, key=lambda part: part["gpu_hours"]) if parts else None
-        context.update(campaign=campaign, body=body, parts=parts, largest=largest if largest and largest["gpu_hours"] > 0 else None,
+        goodput_pct = body["goodput"] * 100 if body["goodput"] is not None else None
+        context.update(campaign=campaign, body=body, parts=parts, goodput_pct=goodput_pct, largest=largest if largest and largest["gpu_hours"] > 0 else None,
                        may_edit=campaign_may_edit(self.request.user, campaign),
                        figures={"curves": body["figures"]["curves"], "goodput": body["figures"]["goodput"]})
         return context
