@@ -129,9 +129,13 @@ def test_demo_plants_repeat_offenders_and_a_bad_switch(transactional_db):
 
     megatron = Job.objects.get(name="megatron-gpt-175b-pretrain", state="RUNNING")
     verdict = summary(megatron)
-    assert verdict.findings == [] and (verdict.facts[0].value, verdict.facts[0].detail) == ("128 of 128 nodes passed before start",
-                                                                                             "now: all healthy")
-    assert context(megatron)["vetting"]["runs"][0]["passed"] and not set(states) & set(megatron.node_list)
+    # Its only unhealthy nodes are the four the version-drift rule made suspect (issue 38: the demo's driver minority).
+    drifting = {host for host in set(states) & set(megatron.node_list)}
+    assert len(drifting) == 4 and {states[host] for host in drifting} == {"suspect"}
+    assert NodeHealth.objects.filter(host__in=drifting, reason__contains="runs driver 550.54.15").count() == 4
+    assert (verdict.facts[0].value, verdict.facts[0].detail.split(";")[-1].strip()) == (
+        "128 of 128 nodes passed before start", f"now: {min(drifting)} suspect and 3 more")
+    assert context(megatron)["vetting"]["runs"][0]["passed"]
     [repaired] = [host for host, state in states.items() if state == "in_repair"]
     assert not Job.objects.filter(state="RUNNING", node_search__contains=f",{repaired},").exists()
     # That a rebuild (--reset) leaves no recommendation twice is checked with every other table's rows in
