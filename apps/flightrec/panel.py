@@ -104,9 +104,10 @@ def context(job, request) -> dict:
     url = reverse("flightrec-api:flight-recorder", args=[job.cluster.name, job.job_id])
     if body is None:
         return {"flightrec": None, "flightrec_url": url}
+    culprits = {c["rank"] for c in body.get("culprits") or []}
     entries = []
     for rank, items in (body.get("last_entries") or {}).items():
         entries.append({"rank": int(rank), "entries": items})
     return {"flightrec": body, "flightrec_url": url, "flightrec_topology": _topology(job, body),
-            "flightrec_entries": sorted(entries, key=lambda item: item["rank"]),
+            "flightrec_entries": sorted(entries, key=lambda item: (item["rank"] not in culprits, item["rank"])),
             "flightrec_culprit_count": body.get("culprit_count", len(body.get("culprits") or []))}

@@ -26,7 +26,6 @@ URL = "/api/v1/jobs/alps/1/flight-recorder/"
 @pytest.fixture
 def job(db, settings, tmp_path):
     settings.FLIGHTREC_DIR = str(tmp_path / "flightrec")
-    call_command("import_topology", "--preset", "alps", stdout=open(os.devnull, "w"))
     cluster = Cluster.objects.create(name="alps")
     Job.objects.create(cluster=cluster, job_id=2, user_name="mallory", account="a-other", state="RUNNING",
                        node_list=["nid001001"], node_count=1, gpus=4, start_time=timezone.now() - timedelta(hours=1))
@@ -49,6 +48,7 @@ def post(client, token, data: bytes, query: str):
 def test_the_jobs_token_posts_every_rank_and_the_analysis_names_the_culprit_on_its_gpu(client, job, token, torch_dumps):
     from apps.ranks.services import layout_set
 
+    call_command("import_topology", "--preset", "alps", stdout=open(os.devnull, "w"))  # only here: places the culprit
     layout_set(job, {"tp": 2, "pp": 1}, source="api", submitted_by="alice")
     for rank, data in rank_files(torch_dumps, "skip", "pickle").items():
         response = post(client, token, data, f"?rank={rank}")
