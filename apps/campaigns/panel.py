@@ -14,8 +14,10 @@ def summary(job) -> PanelSummary | None:
     if campaign is None:
         return None
     place, total = campaign_position(campaign, job)
-    return PanelSummary(facts=[Fact("Campaign", campaign.name, f"allocation {place} of {total}", "info", "fact-campaign",
-                                    rank=5, link=reverse("campaigns:detail", args=[campaign.pk]))])
+    # The first screen is shared by everyone who may see the job, a job token too, which may not see the campaign
+    # (its other jobs): the fact names no campaign, only the job's place in it; the page behind the link checks access.
+    return PanelSummary(facts=[Fact("Campaign", f"allocation {place} of {total}", "its goodput, failures and checkpoint advice",
+                                    "info", "fact-campaign", rank=5, link=reverse("campaigns:detail", args=[campaign.pk]))])
 
 
 def context(job, request) -> dict:

@@ -57,7 +57,11 @@ def campaign_get_for_user(user, pk: int) -> Campaign | None:
 
 def campaign_may_edit(user, campaign: Campaign) -> bool:
     """Its owner (the Slurm user of its jobs) or staff; account members may look, not change."""
-    return bool(getattr(user, "is_authenticated", False)) and (bool(user.is_staff) or user.get_username() == campaign.user_name)
+    from apps.jobs.authentication import JobTokenUser
+
+    if isinstance(user, JobTokenUser) or not getattr(user, "is_authenticated", False):
+        return False  # a job's token writes its job's data, never a campaign
+    return bool(user.is_staff) or user.get_username() == campaign.user_name
 
 
 def campaign_jobs(campaign: Campaign) -> list[Job]:

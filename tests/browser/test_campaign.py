@@ -34,8 +34,7 @@ def test_the_campaign_page_draws_its_figures_and_a_member_job_links_to_it(live_s
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(f"{live_server.url}/jobs/alps/{demo.FIRST_ID + 3}/")
     link = page.locator("#fact-campaign a")
-    assert link.inner_text() == demo.NAME
-    assert "allocation 4 of 14" in page.locator("#fact-campaign").inner_text()
+    assert link.inner_text() == "allocation 4 of 14"
     link.click()
     page.wait_for_url(f"{live_server.url}/campaigns/{campaign_world.pk}/")
     wait_until(page, "document.getElementById('curves-figure').dataset.drawn === 'true' && "

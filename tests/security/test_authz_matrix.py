@@ -45,9 +45,11 @@ TOKENS = {"own_job_token", "other_job_token"}
 JOB_ID, MISSING_JOB_ID, OTHER_JOB_ID = 918273645, 918273699, 918273612
 JOB_NAME = "zzsecret-olive-job"
 EDF_NAME = "zzsecret-olive-edf"
+CAMPAIGN_NAME = "zzsecret-olive-campaign"
+SECOND_JOB_ID = 7700001  # the campaign's other job: the job token sees one of its two jobs, so not the campaign
 NAMESPACE = "a-llm01-zzsecret"
 # What an identity that may not see the owner's objects must never read anywhere.
-MARKERS = {"job": [JOB_NAME, str(JOB_ID)], "edf": [EDF_NAME], "namespace": [NAMESPACE]}
+MARKERS = {"job": [JOB_NAME, str(JOB_ID)], "edf": [EDF_NAME], "namespace": [NAMESPACE], "campaign": [CAMPAIGN_NAME]}
 
 # Who may see an object of each kind (an identity outside the set must be told it does not exist).
 SEES = {
@@ -59,6 +61,7 @@ SEES = {
     "machine": PEOPLE,  # topology, node health, rules, catalogue: every signed-in person
     "admin": {"staff"},
     "triage": {"staff"},  # the staff triage inbox
+    "campaign": {"owner", "member", "staff"},  # whoever sees every job of it (the job's token sees one of two)
 }
 # Who may change an object of each kind.
 WRITES = {
@@ -70,6 +73,7 @@ WRITES = {
     "machine": {"staff"},
     "admin": {"staff"},
     "triage": {"staff"},
+    "campaign": {"owner", "staff"},
 }
 # Patterns anyone may request without logging in (by route name).
 PUBLIC = {"accounts:login", "accounts:logout", "healthz", "demo-build", "api-schema", "api-docs", "api-redoc", "edf:schema",
@@ -191,6 +195,8 @@ KWARGS = {
         ("staff/triage/", lambda w: Fill(_triage_item(w).pk, _triage_item(w).pk + 1000, "triage")),
         ("api/v1/staff/triage/", lambda w: Fill(_triage_item(w).pk, _triage_item(w).pk + 1000, "triage")),
         ("api/v1/catalog/incidents/", lambda w: Fill(_catalog_incident(w).pk, _catalog_incident(w).pk + 1000, "machine")),
+        ("campaigns/", lambda w: Fill(w["campaign"].pk, w["campaign"].pk + 1000, "campaign")),
+        ("api/v1/campaigns/", lambda w: Fill(w["campaign"].pk, w["campaign"].pk + 1000, "campaign")),
     ]),
     "host": lambda w, p: Fill("nid001234", "nid999999", "machine"),
     "hostname": lambda w, p: Fill("nid001234", "nid999999", "machine"),
@@ -305,6 +311,12 @@ def _build_world() -> dict:
     rule = Rule.objects.order_by("slug").first()
     recommendation = Recommendation.objects.create(rule=rule, rule_version=1, subject_kind="node", subject="nid001234",
                                                    hosts=["nid001234"], action="drain", severity="warning", summary="test")
+    from apps.campaigns.services import campaign_create_manual
+
+    second = Job.objects.create(cluster=cluster, job_id=SECOND_JOB_ID, name="olive-chain-2", user_name="olive", account="a-llm01",
+                                state="COMPLETED", submit_time=start - timedelta(hours=3), start_time=start - timedelta(hours=3),
+                                end_time=start - timedelta(hours=1))
+    campaign = campaign_create_manual(name=CAMPAIGN_NAME, jobs=[second, job])
     load_catalog()
     # Measured once, so product pages and answers carry what the checks saw (members, stalest ones).
     from apps.catalog.models import DataProduct
@@ -314,7 +326,7 @@ def _build_world() -> dict:
         run_checks(product)
     return {"users": users, "keys": {"own_job_token": own_key, "other_job_token": other_key}, "job": job, "run": run,
             "request": request, "namespace": namespace, "project": project, "rule": rule, "recommendation": recommendation,
-            "document": document, "job_content_type": ContentType.objects.get_for_model(Job).pk}
+            "document": document, "campaign": campaign, "job_content_type": ContentType.objects.get_for_model(Job).pk}
 
 
 # ---------------------------------------------------------------------------------------------
