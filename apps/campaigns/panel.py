@@ -4,28 +4,28 @@ from django.urls import reverse
 
 from apps.core.panels import Fact, JobPanel, PanelSummary, register_job_panel
 
-from .selectors import campaign_for_job, campaign_position, campaign_summary, job_ref
+from .selectors import campaign_for_job, campaign_summary, job_campaign_place, job_ref
 
 KEY = "campaign"
 
 
 def summary(job) -> PanelSummary | None:
-    campaign = campaign_for_job(job)
-    if campaign is None:
+    found = job_campaign_place(job)
+    if found is None:
         return None
-    place, total = campaign_position(campaign, job)
     # The first screen is shared by everyone who may see the job, a job token too, which may not see the campaign
     # (its other jobs): the fact names no campaign, only the job's place in it; the page behind the link checks access.
-    return PanelSummary(facts=[Fact("Campaign", f"allocation {place} of {total}", "its goodput, failures and checkpoint advice",
-                                    "info", "fact-campaign", rank=5, link=reverse("campaigns:detail", args=[campaign.pk]))])
+    return PanelSummary(facts=[Fact("Campaign", f"allocation {found['place']} of {found['total']}",
+                                    "its goodput, failures and checkpoint advice", "info", "fact-campaign", rank=5,
+                                    link=reverse("campaigns:detail", args=[found["id"]]))])
 
 
 def context(job, request) -> dict:
-    campaign = campaign_for_job(job)
-    if campaign is None:
+    found = job_campaign_place(job)
+    if found is None:
         return {"campaign": None}
-    place, total = campaign_position(campaign, job)
-    return {"campaign": campaign, "place": place, "total": total, "url": reverse("campaigns:detail", args=[campaign.pk])}
+    return {"campaign": found, "place": found["place"], "total": found["total"],
+            "url": reverse("campaigns:detail", args=[found["id"]])}
 
 
 def report_section(job) -> dict | None:

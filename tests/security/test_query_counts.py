@@ -118,6 +118,7 @@ KWARGS = {
         ("api/v1/^projects/", lambda w: w["project"].pk),
         ("staff/triage/", lambda w: w["triage"].pk), ("api/v1/staff/triage/", lambda w: w["triage"].pk),
         ("api/v1/catalog/incidents/", lambda w: _catalog_incident(w).pk),
+        ("campaigns/", lambda w: w["campaign"].pk), ("api/v1/campaigns/", lambda w: w["campaign"].pk),
     ]),
     "host": lambda w, p: SMALL_NODES[0],
     "hostname": lambda w, p: SMALL_NODES[0],
@@ -182,6 +183,9 @@ def _build_small() -> dict:
     world["run"] = _vetting_run(world, world["job"], SMALL_NODES)
     world["recommendation"] = _recommendation(world, SMALL_NODES[0])
     world["triage"] = _triage_item(world["job"], "straggler")
+    from apps.campaigns.services import campaign_create_manual
+
+    world["campaign"] = campaign_create_manual(name="olive-campaign", jobs=[world["job"]])
     _more(world, 0)
     return world
 
@@ -245,7 +249,10 @@ def _more(world: dict, index: int) -> None:
     # Jobs: one more running and one more finished job, on nodes of their own; the target job has one more step and token.
     hosts = [f"nid0013{2 * index:02d}", f"nid0013{2 * index + 1:02d}"]
     other = _job(world, JOB_ID + 100 + index, hosts, "RUNNING", account=project.slurm_account)
-    _job(world, JOB_ID + 200 + index, hosts, "COMPLETED")
+    finished = _job(world, JOB_ID + 200 + index, hosts, "COMPLETED")
+    from apps.campaigns.models import CampaignJob
+
+    CampaignJob.objects.create(job=finished, campaign=world["campaign"], pinned=True)  # the campaign grows by a job
     _triage_item(other, "wasteful_job")
     JobStep.objects.create(job=job, step_id=str(index), name=f"step {index}", nodes=job.nodes, tasks=4, state="RUNNING",
                            start_time=job.start_time)
