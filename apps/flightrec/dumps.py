@@ -424,5 +424,5 @@ def check_belongs(dump: RankDump, *, rank: int, world_size: int | None, window_n
             first, last = min(times), max(times)
             if first < window_ns[0] or last > window_ns[1]:
                 raise DumpRefused(f"its entries were created from {_utc(first)} to {_utc(last)}, but {job_words} ran from "
-                                  f"{_utc(window_ns[0])} to {_utc(window_ns[1])} (margin included): it belongs to another "
-                                  "job, or to an earlier run of this one", "entries.time_created_ns")
+                                  f"{_utc(window_ns[0])} to {_utc(window_ns[1])} (its write window, margin included): it belongs to "
+                                  "another job, or to an earlier run of this one", "entries.time_created_ns")

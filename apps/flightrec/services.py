@@ -118,7 +118,7 @@ def flight_tar_store(job, stream, *, max_bytes: int) -> dict:
             try:
                 flight_dump_store(job, rank, data)
             except DumpRefused as exc:
-                errors.append({"file": member.name[:200], "rank": rank, "error": str(exc)})
+                errors.append({"file": member.name[:200], "rank": rank, "error": str(exc), "field": exc.where})
                 continue
             stored.append(rank)
     except (tarfile.TarError, OSError, EOFError) as exc:

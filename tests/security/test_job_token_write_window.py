@@ -92,6 +92,33 @@ def _vetting_import_json(job, moment):
     return "", json.dumps(_vetting_document(job, moment)), "text/plain"
 
 
+def _flight_dump_body(job, moment) -> dict:
+    created = int(moment.timestamp() * 1e9)
+    entry = {"record_id": 0, "pg_id": 0, "process_group": ["0", "default_pg"], "collective_seq_id": 1, "p2p_seq_id": 0,
+             "op_id": 1, "profiling_name": "nccl:all_reduce", "time_created_ns": created, "input_sizes": [[4]],
+             "input_dtypes": ["Float"], "output_sizes": [[4]], "output_dtypes": ["Float"], "state": "completed",
+             "time_discovered_started_ns": created, "time_discovered_completed_ns": created, "frames": [],
+             "is_p2p": False, "retired": True, "timeout_ms": 600000}
+    return {"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(8)))}},
+            "pg_status": {}, "entries": [entry]}
+
+
+def _flight_dump(job, moment):
+    return "&rank=0", json.dumps(_flight_dump_body(job, moment)).encode(), "application/octet-stream"
+
+
+def _flight_tar(job, moment):
+    import tarfile
+
+    data = json.dumps(_flight_dump_body(job, moment)).encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+        member = tarfile.TarInfo("fr/nccl_trace_rank_0.json")
+        member.size = len(data)
+        archive.addfile(member, io.BytesIO(data))
+    return "", out.getvalue(), "application/gzip"
+
+
 @dataclass(frozen=True)
 class Case:
     """How one write is bounded: ``refused`` (400 naming ``field`` and the window), ``clipped`` (2xx, nothing dated
@@ -121,6 +148,12 @@ WRITES: dict[tuple[str, str, str | None], Case] = {
     ("POST", "/api/v1/jobs/{cluster}/{job_id}/report/", None): Case("timeless", why="asks for a build"),
     ("PUT", "/api/v1/jobs/{cluster}/{job_id}/layout/", None): Case("timeless", why="parallel sizes and a rank map"),
     ("POST", "/api/v1/jobs/{cluster}/{job_id}/layout/log/", None): Case("timeless", why="the layout read from a log"),
+    ("POST", "/api/v1/jobs/{cluster}/{job_id}/flight-recorder/", "auto"): Case("refused", _flight_dump, "entries.time_created_ns"),
+    ("POST", "/api/v1/jobs/{cluster}/{job_id}/flight-recorder/", "json"): Case("refused", _flight_dump, "entries.time_created_ns"),
+    ("POST", "/api/v1/jobs/{cluster}/{job_id}/flight-recorder/", "pickle"): Case(
+        "refused", lambda job, moment: ("&rank=0", __import__("pickle").dumps(_flight_dump_body(job, moment), protocol=4),
+                                        "application/octet-stream"), "entries.time_created_ns"),
+    ("POST", "/api/v1/jobs/{cluster}/{job_id}/flight-recorder/", "tar"): Case("refused", _flight_tar, "entries.time_created_ns"),
     ("POST", "/api/v1/vetting/runs/", None): Case("refused", _vetting_run, "started"),
     ("POST", "/api/v1/vetting/import/", "json"): Case("refused", _vetting_import_json, "started"),
     ("POST", "/api/v1/vetting/import/", "auto"): Case("refused", _vetting_import_json, "started"),

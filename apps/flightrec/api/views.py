@@ -68,7 +68,8 @@ class FlightRecorderView(APIView):
                 raise _refused(exc) from None
             if not answer["stored"] and answer["errors"]:
                 raise InputError(f"No dump in the archive was stored: {answer['errors'][0]['error']}",
-                                 [ErrorItem(f"{e.get('file')}: {e['error']}", field="body") for e in answer["errors"][:20]])
+                                 [ErrorItem(f"{e.get('file')}: {e['error']}", field=e.get("field") or "body")
+                                  for e in answer["errors"][:20]])
         else:
             rank = params.get("rank")
             if rank is None:
