@@ -5,7 +5,10 @@ A batch is a JSON array of samples, ``{"samples": [...]}``, or NDJSON (one sampl
 is a DCGM id or name (current or legacy). A row with ``"nic"`` instead of ``"gpu"`` is a network
 sample, ``{"ts", "host", "nic": "hsn2", "field": "nic_retries", "value": 123}``: ``field`` is a
 canonical network field or a driver name of one (``netfields``), counters cumulative as the driver
-reports them; both kinds may be mixed in one batch and go to their own tables. A version is a fact, not a
+reports them; both kinds may be mixed in one batch and go to their own tables. A row with ``"host_metrics"`` is a host
+sample, ``{"ts", "host", "host_metrics": "numa0", "field": "host_cpu_busy", "value": 0.42}``: the key names
+the domain (``node``, ``numaN``, ``gpuN``, ``job<id>.<step>``), ``field`` a canonical host field
+(``hostfields``); host rows are kept with the network rows (the domain in ``nic``). A version is a fact, not a
 sample: a row of a DCGM text field with its text, ``{"ts", "host", "gpu", "field": "DCGM_FI_DRIVER_VERSION",
 "value": "560.35.03"}``, or a row ``{"ts", "host", "version": "nccl", "value": "2.21.5"}`` (a key of
 ``versions.KEYS``, ``"gpu"`` for a GPU's firmware, ``"partition"`` optional) goes to ``ParsedBatch.facts``.
@@ -29,12 +32,13 @@ from datetime import datetime, timedelta, timezone
 import pandas as pd
 
 from . import fields as registry
-from . import netfields, versions
+from . import hostfields, netfields, versions
 from .backends.base import NET_COLUMNS, NET_NAME, canonical, empty_frame, empty_net_frame
 
 HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 MAX_GPU_INDEX = 63
 MAX_REPORTED_ERRORS = 100
+HOST_NAMES = {name: name for name in hostfields.HOST_FIELD_NAMES}  # host fields have no other names
 
 
 class BatchError(ValueError):
@@ -545,6 +549,12 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
         if not isinstance(sample, dict):
             bad(None, f"a sample is a JSON object, not {type(sample).__name__}")
             continue
+        is_host = "host_metrics" in sample
+        if is_host:  # a host field: its domain in "host_metrics" (hostfields), stored beside the NIC rows
+            if "nic" in sample or "gpu" in sample or "version" in sample:
+                bad("host_metrics", "a host_metrics row names its domain and has no \"gpu\", \"nic\" or \"version\"")
+                continue
+            sample = {**sample, "nic": sample["host_metrics"]}
         is_net = "nic" in sample
         is_version = "version" in sample
         if is_net and "gpu" in sample:
@@ -576,6 +586,13 @@ def parse_batch(samples: Iterable[tuple[int | None, object]], *, now: datetime, 
             continue
         if (elsewhere := scope.host_error(host)) is not None:
             bad("host", elsewhere)
+            continue
+        if is_host:
+            problem = hostfields.check_host_sample(sample["host_metrics"], sample["field"])
+            if problem is not None:
+                bad("host_metrics" if hostfields.domain_kind(sample["host_metrics"]) is None else "field", problem)
+                continue
+            _net_row(sample, moment, host, net_rows, HOST_NAMES, bad, scope, default_cluster)
             continue
         if is_net:
             _net_row(sample, moment, host, net_rows, net_names, bad, scope, default_cluster)

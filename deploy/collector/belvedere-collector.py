@@ -981,6 +981,252 @@ class CassiniSource:
         pass
 
 
+# --------------------------------------------------------------------------------------------
+# The host side (--host-metrics auto|on|off): CPU shares per node and NUMA domain from /proc/stat,
+# memory from /proc/meminfo and the NUMA nodes' meminfo (on coherent-memory nodes such as GH200 the
+# GPUs' memory is a NUMA node without CPUs: its FilePages is page cache resident in GPU memory), swap
+# from /proc/vmstat, memory pressure from PSI, and the job steps' CPU time from their cgroup (v2) and
+# their processes. Names: apps/telemetry/hostfields.py (checked by tests/telemetry/collector/test_host.py).
+# --------------------------------------------------------------------------------------------
+HostSample = collections.namedtuple("HostSample", "ts domain field value")
+HOST_FIELD_NAMES = ("host_cpu_busy", "host_cpu_iowait", "host_cpu_steal", "host_mem_total", "host_mem_used",
+                    "host_page_cache", "host_swap_used", "host_swap_out_pages", "host_mem_pressure",
+                    "host_gpu_page_cache", "host_gpu_host_alloc", "host_job_cpu", "host_job_cpu_seconds",
+                    "host_rank_cpu", "host_dataloader_cpu", "host_dataloader_workers")
+PROC_ROOT, NODE_SYSFS = "/proc", "/sys/devices/system/node"
+SLURM_CGROUP = "/sys/fs/cgroup/system.slice/slurmstepd.scope"
+NUMA_NODE = re.compile(r"^node(\d+)$")
+STEP_DIR = re.compile(r"^step_([A-Za-z0-9_]+)$")
+JOB_DIR = re.compile(r"^job_(\d+)$")
+KIB = 1024
+
+
+def cpu_list(text) -> list:
+    """A kernel CPU list ("0-3,8,10-11") as CPU numbers; [] for an empty or unreadable one."""
+    out = []
+    for part in (text or "").strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            out.extend(range(int(low), int(high or low) + 1))
+    return out
+
+
+def proc_stat_cpus(text) -> dict:
+    """/proc/stat's cpu lines: {"cpu": (busy, iowait, steal, total), 0: (...), ...} in jiffies."""
+    out = {}
+    for line in (text or "").splitlines():
+        if not line.startswith("cpu"):
+            continue
+        name, *values = line.split()
+        numbers = [int(v) for v in values[:8] if v.isdigit()]
+        if len(numbers) < 8:
+            numbers += [0] * (8 - len(numbers))
+        user, nice, system, idle, iowait, irq, softirq, steal = numbers[:8]
+        busy = user + nice + system + irq + softirq  # guest time is already inside user and nice
+        key = "cpu" if name == "cpu" else int(name[3:]) if name[3:].isdigit() else None
+        if key is not None:
+            out[key] = (busy, iowait, steal, busy + idle + iowait + steal)
+    return out
+
+
+def meminfo(text, prefix="") -> dict:
+    """/proc/meminfo or a NUMA node's meminfo ("Node 4 FilePages:  123 kB") as {key: bytes}."""
+    out = {}
+    for line in (text or "").splitlines():
+        if prefix:
+            if not line.startswith(prefix):
+                continue
+            line = line[len(prefix):]
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[key.strip()] = int(parts[0]) * (KIB if len(parts) > 1 and parts[1] == "kB" else 1)
+    return out
+
+
+def proc_times(text):
+    """(ppid, utime + stime in ticks) from /proc/<pid>/stat; None when unreadable (the process ended)."""
+    if not text or ")" not in text:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    try:  # after "pid (comm)": state ppid ... utime (14th of the line) stime (15th)
+        return int(fields[1]), int(fields[11]) + int(fields[12])
+    except (IndexError, ValueError):
+        return None
+
+
+class HostSource:
+    """The node's CPUs, memory and job steps. Shares need two reads: the first gives memory only."""
+
+    def __init__(self, proc_root: str = PROC_ROOT, node_root: str = NODE_SYSFS, cgroup_root: str = SLURM_CGROUP,
+                 clock=time.time, ticks_per_second=None, gpu_numa=None):
+        self.proc, self.node_root, self.cgroup_root = proc_root, node_root, cgroup_root
+        self.clock = clock
+        self.ticks = ticks_per_second or (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+        self.gpu_numa = dict(gpu_numa or {})  # NUMA node -> GPU index (NVML's NUMA id), else by order
+        self.numa_cpus = {}  # NUMA node with CPUs -> its CPUs
+        self.gpu_nodes = {}  # NUMA node without CPUs holding memory -> GPU index
+        self.last_cpu = None
+        self.last_steps = {}  # domain -> (seconds, usage_usec, {pid: (ppid, ticks)})
+        self.missing = set()
+
+    def describe(self) -> str:
+        gpus = f", GPU memory in NUMA node(s) {', '.join(map(str, self.gpu_nodes))}" if self.gpu_nodes else ""
+        return f"the host ({len(self.numa_cpus)} NUMA domain(s) with CPUs{gpus})"
+
+    def open(self):
+        if read_text(os.path.join(self.proc, "stat")) is None:
+            raise SourceUnavailable(f"no host metrics: {self.proc}/stat is not readable")
+        try:
+            names = sorted((int(m.group(1)), n) for n in os.listdir(self.node_root) if (m := NUMA_NODE.match(n)))
+        except OSError:
+            names = []
+        memory_only = []
+        for number, name in names:
+            cpus = cpu_list(read_text(os.path.join(self.node_root, name, "cpulist")))
+            if cpus:
+                self.numa_cpus[number] = cpus
+            elif meminfo(read_text(os.path.join(self.node_root, name, "meminfo")),
+                         f"Node {number} ").get("MemTotal", 0) > 0:
+                memory_only.append(number)
+        for order, number in enumerate(memory_only):
+            self.gpu_nodes[number] = self.gpu_numa.get(number, order)
+        self.last_cpu = (self.clock(), proc_stat_cpus(read_text(os.path.join(self.proc, "stat"))))
+
+    def _note(self, what, message):
+        if what not in self.missing:
+            self.missing.add(what)
+            say(message)
+
+    def read(self) -> list:
+        now = self.clock()
+        ts = iso(now)
+        out = []
+        cpus = proc_stat_cpus(read_text(os.path.join(self.proc, "stat")))
+        if self.last_cpu is not None and cpus:
+            before = self.last_cpu[1]
+            out += self._shares(ts, "node", [before.get("cpu")], [cpus.get("cpu")])
+            for number, members in self.numa_cpus.items():
+                out += self._shares(ts, f"numa{number}", [before.get(c) for c in members],
+                                    [cpus.get(c) for c in members])
+        self.last_cpu = (now, cpus)
+        out += self._memory(ts)
+        for number, members in self.numa_cpus.items():
+            info = meminfo(read_text(os.path.join(self.node_root, f"node{number}", "meminfo")), f"Node {number} ")
+            for field, key in (("host_mem_total", "MemTotal"), ("host_mem_used", "MemUsed"),
+                               ("host_page_cache", "FilePages")):
+                if key in info:
+                    out.append(HostSample(ts, f"numa{number}", field, info[key]))
+        for number, gpu in self.gpu_nodes.items():
+            info = meminfo(read_text(os.path.join(self.node_root, f"node{number}", "meminfo")), f"Node {number} ")
+            if "FilePages" in info and "MemUsed" in info:
+                domain = f"gpu{gpu}"
+                out.append(HostSample(ts, domain, "host_mem_total", info.get("MemTotal", 0)))
+                out.append(HostSample(ts, domain, "host_gpu_page_cache", info["FilePages"]))
+                out.append(HostSample(ts, domain, "host_gpu_host_alloc", max(info["MemUsed"] - info["FilePages"], 0)))
+        out += self._steps(ts, now)
+        return out
+
+    @staticmethod
+    def _shares(ts, domain, before, after) -> list:
+        if None in before or None in after or not after:
+            return []
+        delta = [sum(a[i] for a in after) - sum(b[i] for b in before) for i in range(4)]
+        if delta[3] <= 0:
+            return []
+        return [HostSample(ts, domain, "host_cpu_busy", delta[0] / delta[3]),
+                HostSample(ts, domain, "host_cpu_iowait", delta[1] / delta[3]),
+                HostSample(ts, domain, "host_cpu_steal", delta[2] / delta[3])]
+
+    def _memory(self, ts) -> list:
+        info = meminfo(read_text(os.path.join(self.proc, "meminfo")))
+        out = []
+        if "MemTotal" in info:
+            out.append(HostSample(ts, "node", "host_mem_total", info["MemTotal"]))
+            if "MemAvailable" in info:
+                out.append(HostSample(ts, "node", "host_mem_used", info["MemTotal"] - info["MemAvailable"]))
+        if "Cached" in info:
+            out.append(HostSample(ts, "node", "host_page_cache", info["Cached"]))
+        if "SwapTotal" in info and "SwapFree" in info:
+            out.append(HostSample(ts, "node", "host_swap_used", info["SwapTotal"] - info["SwapFree"]))
+        for line in (read_text(os.path.join(self.proc, "vmstat")) or "").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "pswpout" and value.strip().isdigit():
+                out.append(HostSample(ts, "node", "host_swap_out_pages", int(value)))
+        pressure = read_text(os.path.join(self.proc, "pressure", "memory")) or ""
+        for line in pressure.splitlines():
+            if line.startswith("some "):
+                for part in line.split()[1:]:
+                    if part.startswith("avg10="):
+                        out.append(HostSample(ts, "node", "host_mem_pressure", float(part[6:]) / 100))
+        return out
+
+    def _step_dirs(self) -> list:
+        """(domain, path) of every job step's cgroup under the Slurm scope."""
+        out = []
+        try:
+            jobs = sorted(n for n in os.listdir(self.cgroup_root) if JOB_DIR.match(n))
+        except OSError:
+            return out
+        for job in jobs:
+            try:
+                steps = sorted(n for n in os.listdir(os.path.join(self.cgroup_root, job)) if STEP_DIR.match(n))
+            except OSError:
+                continue
+            for step in steps:
+                out.append((f"job{JOB_DIR.match(job).group(1)}.{STEP_DIR.match(step).group(1)}",
+                            os.path.join(self.cgroup_root, job, step)))
+        return out
+
+    def _steps(self, ts, now) -> list:
+        out = []
+        seen = {}
+        for domain, path in self._step_dirs():
+            usage = None
+            for line in (read_text(os.path.join(path, "cpu.stat")) or "").splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec" and value.strip().isdigit():
+                    usage = int(value)
+            if usage is None:
+                self._note(("cgroup", path), f"{path}/cpu.stat has no usage_usec (cgroup v1?): job CPU left out")
+                continue
+            ncpus = len(cpu_list(read_text(os.path.join(path, "cpuset.cpus.effective")))) or 1
+            pids = set()
+            for folder, _, files in os.walk(path):
+                if "cgroup.procs" in files:
+                    pids.update(int(p) for p in (read_text(os.path.join(folder, "cgroup.procs")) or "").split()
+                                if p.isdigit())
+            procs = {}
+            for pid in sorted(pids):
+                found = proc_times(read_text(os.path.join(self.proc, str(pid), "stat")))
+                if found is not None:
+                    procs[pid] = found
+            seen[domain] = (now, usage, procs)
+            out.append(HostSample(ts, domain, "host_job_cpu_seconds", usage / 1e6))
+            ranks = [pid for pid, (ppid, _) in procs.items() if ppid not in procs]
+            workers = [pid for pid in procs if pid not in ranks]
+            out.append(HostSample(ts, domain, "host_dataloader_workers", len(workers)))
+            before = self.last_steps.get(domain)
+            if before is None or now <= before[0]:
+                continue
+            seconds = now - before[0]
+            out.append(HostSample(ts, domain, "host_job_cpu", min((usage - before[1]) / 1e6 / seconds / ncpus, 1.0)))
+            for field, group in (("host_rank_cpu", ranks), ("host_dataloader_cpu", workers)):
+                old = before[2]
+                # a process new since the last read counts from zero; a recycled pid is unlikely within one interval
+                ticks = sum(procs[p][1] - (old[p][1] if p in old else 0) for p in group)
+                if group:
+                    out.append(HostSample(ts, domain, field, max(ticks, 0) / self.ticks / seconds / len(group)))
+        self.last_steps = seen
+        return out
+
+    def close(self):
+        pass
+
+
 class CombinedSource:
     """The GPU source and the NIC source read together; a node without Cassini NICs goes on with its GPUs."""
 
@@ -994,7 +1240,7 @@ class CombinedSource:
         except SourceUnavailable as error:
             if self.required:
                 raise
-            say(f"{error}; sampling the GPUs only")
+            say(f"{error}; going on without it")
             self.nics = None
 
     def read(self) -> list:
@@ -1022,6 +1268,9 @@ def _row(sample, host: str) -> dict:
         if sample.partition:
             row["partition"] = sample.partition
         return row
+    if isinstance(sample, HostSample):
+        return {"ts": sample.ts, "host": host, "host_metrics": sample.domain, "field": sample.field,
+                "value": sample.value}
     if isinstance(sample, NicSample):
         return {"ts": sample.ts, "host": host, "nic": sample.nic, "field": sample.field, "value": sample.value}
     ts, gpu, uuid, field, value = sample
@@ -1549,6 +1798,15 @@ def build_parser() -> Parser:
                         help=f"the retry handler's statistics (default {CXI_RETRY_HANDLER})")
     parser.add_argument("--net-sysfs", default=NET_SYSFS, metavar="DIR",
                         help=f"the network class directory (default {NET_SYSFS})")
+    parser.add_argument("--host-metrics", choices=("auto", "on", "off"), default="auto",
+                        help="the host side: CPU busy/iowait/steal per node and NUMA domain, memory, page cache (in GPU "
+                        "memory on coherent-memory nodes), swap, memory pressure, the job steps' CPU time; auto "
+                        "(default): when /proc/stat is readable; on: fail without it; off: never")
+    parser.add_argument("--proc", default=PROC_ROOT, metavar="DIR", help=f"procfs (default {PROC_ROOT})")
+    parser.add_argument("--node-sysfs", default=NODE_SYSFS, metavar="DIR",
+                        help=f"the NUMA nodes' sysfs (default {NODE_SYSFS})")
+    parser.add_argument("--cgroup-root", default=SLURM_CGROUP, metavar="DIR",
+                        help=f"Slurm's cgroup v2 scope holding job_<id>/step_<id> (default {SLURM_CGROUP})")
     parser.add_argument("--versions", choices=("on", "off"), default="on",
                         help="send the node's driver and firmware versions and the job's communication stack (NCCL, "
                         "OFI NCCL plugin, libfabric, CXI provider, image digest) once at the start (default on)")
@@ -1671,10 +1929,13 @@ def make_source(options, env: dict, host: str, adapters=None):
     else:
         gpus = AutoSource(dcgm, gpm)
     nics = getattr(options, "nics", "off")
-    if nics == "off" or (nics == "auto" and not os.path.isdir(options.cxi_sysfs)):
+    if not (nics == "off" or (nics == "auto" and not os.path.isdir(options.cxi_sysfs))):
+        gpus = CombinedSource(gpus, CassiniSource(options.cxi_sysfs, options.cxi_retry_handler, options.net_sysfs),
+                              required=nics == "on")
+    host = getattr(options, "host_metrics", "off")
+    if host == "off" or (host == "auto" and not os.path.isfile(os.path.join(options.proc, "stat"))):
         return gpus
-    return CombinedSource(gpus, CassiniSource(options.cxi_sysfs, options.cxi_retry_handler, options.net_sysfs),
-                          required=nics == "on")
+    return CombinedSource(gpus, HostSource(options.proc, options.node_sysfs, options.cgroup_root), required=host == "on")
 
 
 def build_monitor(options, env: dict, stop: threading.Event, adapters=None) -> Monitor:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from apps.telemetry.backends.base import (
-    APP_COLUMNS, COLUMNS, NET_AGGREGATE_COLUMNS, NET_COLUMNS, STATS, Query, aggregate_frame, latest_frame,
+    APP_COLUMNS, COLUMNS, HOST_AGGREGATE_COLUMNS, HOST_COLUMNS, NET_AGGREGATE_COLUMNS, NET_COLUMNS, STATS, Query, aggregate_frame, latest_frame,
     sort_aggregate, sort_samples,
 )
 
@@ -136,7 +136,57 @@ def assert_frames_equal(actual: pd.DataFrame, expected: pd.DataFrame, *, rtol=1e
             assert actual[column].tolist() == expected[column].tolist(), column
 
 
-class BackendContract:
+def host_synthetic(cluster="alps", hosts=("nid001234", "nid001235"), minutes=3, every_s=10, seed=7) -> pd.DataFrame:
+    """Host samples of a GH200 node: CPU busy per node and NUMA domain, page cache per GPU, a job step's CPU."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for host in hosts:
+        for ts in pd.date_range(T0, periods=minutes * 60 // every_s, freq=f"{every_s}s", tz="UTC"):
+            for domain, field in (("node", "host_cpu_busy"), ("numa0", "host_cpu_busy"), ("node", "host_mem_used"),
+                                  ("gpu1", "host_gpu_page_cache"), ("job4242.0", "host_dataloader_cpu")):
+                rows.append({"ts": ts, "cluster": cluster, "host": host, "domain": domain, "field": field,
+                             "value": round(float(rng.random()), 6)})
+    return pd.DataFrame(rows)[HOST_COLUMNS]
+
+
+class HostContract:
+    """Host samples (``hostfields``) in a backend: read back exactly, apart from the NIC samples."""
+
+    def test_host_samples_read_back_exactly_and_apart_from_nic_samples(self, backend):
+        data = host_synthetic()
+        assert backend.write_host(data.sample(frac=1, random_state=3)) == len(data)
+        backend.write_net(net_synthetic(minutes=2))
+        out = backend.read_host("alps")
+        expected = data.sort_values(["host", "domain", "field", "ts"], kind="stable", ignore_index=True)
+        assert list(out.columns) == HOST_COLUMNS and len(out) == len(expected)
+        assert out["domain"].tolist() == expected["domain"].tolist()
+        assert out["field"].tolist() == expected["field"].tolist()
+        assert np.allclose(out["value"].to_numpy(), expected["value"].to_numpy())
+        assert (out["ts"].to_numpy() == expected["ts"].to_numpy()).all()
+        nics = backend.read_net("alps", fields=["nic_retries", "nic_tx_packets"])
+        assert len(nics) and not nics["field"].str.startswith("host_").any()
+
+    def test_host_filters_by_domain_and_field_and_aggregates(self, backend):
+        data = host_synthetic()
+        backend.write_host(data)
+        gpu = backend.read_host("alps", hosts=["nid001234"], domains=["gpu1"], fields=["host_gpu_page_cache"])
+        assert len(gpu) == 18 and set(gpu["domain"]) == {"gpu1"}
+        step = backend.aggregate_host("alps", 60, domains=["job4242.0"], fields=["host_dataloader_cpu"])
+        assert list(step.columns) == HOST_AGGREGATE_COLUMNS and step["count"].sum() == 36
+        assert np.isclose(step["max"].max(), data[data.field == "host_dataloader_cpu"]["value"].max())
+
+    def test_a_bad_host_row_is_named_and_nothing_is_written(self, backend):
+        data = host_synthetic(minutes=1)
+        bad = data.copy()
+        bad.loc[3, "field"] = "nic_retries"
+        with pytest.raises(ValueError, match="row 3, column 'field'"):
+            backend.write_host(bad)
+        with pytest.raises(ValueError, match="not a host field"):
+            backend.read_host("alps", fields=["nic_retries"])
+        assert backend.read_host("alps").empty
+
+
+class BackendContract(HostContract):
     """Subclass with a ``backend`` fixture yielding an empty store."""
 
     def window(self, **kwargs):
@@ -455,3 +505,4 @@ class BackendContract:
         assert backend.delete_net("alps") == len(net)
         assert_frames_equal(backend.read(window), sort_samples(samples))
         assert_app_frames_equal(backend.read_job_series("alps", 4242), sorted_app(series))
+

@@ -2,13 +2,14 @@
 
 ``dcgm``: every DCGM field of ``apps/telemetry/fields.FIELDS`` (id, names, unit, kind, meaning);
 ``network``: every network field of ``apps/telemetry/netfields`` (unit, kind, meaning, the driver
-names it maps from and where those are read). A few lines: the registries are plain modules."""
+names it maps from and where those are read); ``host``: every host field of ``apps/telemetry/hostfields``
+(domains, unit, kind, meaning, source). A few lines: the registries are plain modules."""
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import fields as dcgm_fields
-from .. import netfields
+from .. import hostfields, netfields
 from .openapi import TelemetryFieldsResponse
 from .views import TELEMETRY_AUTHENTICATION
 
@@ -28,4 +29,5 @@ class FieldsView(APIView):
     @extend_schema(responses={200: TelemetryFieldsResponse})
     def get(self, request):
         return Response({"dcgm": [dcgm_entry(field) for field in dcgm_fields.FIELDS.values()],
-                         "network": [field.as_dict() for field in netfields.NET_FIELDS.values()]})
+                         "network": [field.as_dict() for field in netfields.NET_FIELDS.values()],
+                         "host": [field.as_dict() for field in hostfields.HOST_FIELDS.values()]})

@@ -152,8 +152,23 @@ class TelemetryNetworkField(serializers.Serializer):
     source = serializers.CharField(help_text="Where the driver names are read.")
 
 
+class TelemetryHostField(serializers.Serializer):
+    """A host field (``apps/telemetry/hostfields.py``) that ``host_metrics`` samples may name."""
+
+    name = serializers.CharField()
+    domains = serializers.ListField(child=serializers.CharField(),
+                                    help_text="node, numa (a NUMA domain with CPUs), gpu (a GPU's memory as a NUMA "
+                                    "node), step (a job step's cgroup).")
+    unit = serializers.CharField()
+    kind = serializers.CharField()
+    meaning = serializers.CharField()
+    source = serializers.CharField(help_text="Where the collector reads it.")
+
+
 class TelemetryFieldsResponse(serializers.Serializer):
-    """The field registries: DCGM fields for GPU samples, network fields for NIC and switch-port samples."""
+    """The field registries: DCGM fields for GPU samples, network fields for NIC and switch-port samples,
+    host fields for host samples."""
 
     dcgm = TelemetryDcgmField(many=True)
     network = TelemetryNetworkField(many=True)
+    host = TelemetryHostField(many=True)

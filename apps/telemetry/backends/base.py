@@ -23,6 +23,12 @@ A third table holds network samples (Slingshot NIC and switch-port counters, ``n
 
 identified by ``NET_KEY`` (cluster, host, nic, field, ts); ``canonical_net`` validates. Counters are
 stored cumulative, exactly as the driver or fabric manager reports them.
+
+Host samples (``hostfields``: CPU shares, memory, page cache in GPU memory, job steps' CPU) live in
+that table too, under their own ``host_*`` field names with the domain (``node``, ``numaN``, ``gpuN``,
+``job<id>.<step>``) in ``nic``; ``write_host``/``read_host``/``aggregate_host`` speak of it as
+``domain`` (``HOST_COLUMNS``) and only ever touch host fields, and every network read names its
+fields, so neither sees the other's rows. Every backend with network samples has them.
 Plain Python: no Django.
 """
 from __future__ import annotations
@@ -35,6 +41,8 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pandas as pd
+
+from .. import hostfields
 
 COLUMNS = ["ts", "cluster", "host", "gpu", "uuid", "field", "value"]
 KEY = ["cluster", "host", "gpu", "field", "ts"]
@@ -56,6 +64,8 @@ NET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,63}")
 NET_NAME_RULE = "a letter or digit, then at most 63 letters, digits or _ . : / -"
 NET_FIELD = re.compile(r"[a-z][a-z0-9_]{0,63}")
 NET_FIELD_RULE = "a lower-case letter, then at most 63 lower-case letters, digits or _"
+HOST_COLUMNS = ["ts", "cluster", "host", "domain", "field", "value"]
+HOST_AGGREGATE_COLUMNS = ["bucket", "cluster", "host", "domain", "field", "count", "first", "last", "min", "max"]
 
 
 class TelemetryUnavailable(RuntimeError):
@@ -521,6 +531,32 @@ def sort_net_aggregate(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["bucket", "cluster", "host", "nic", "field"], kind="stable", ignore_index=True)
 
 
+def host_field_filter(fields) -> tuple[str, ...]:
+    """The fields of a host read: every host field when None; a name that is not one is a ValueError."""
+    if fields is None:
+        return hostfields.HOST_FIELD_NAMES
+    chosen = net_filter(fields, "fields")
+    for name in chosen:
+        hostfields.lookup_host(name)
+    return chosen
+
+
+def host_as_net(frame: pd.DataFrame) -> pd.DataFrame:
+    """A host-sample frame (``HOST_COLUMNS``) as network rows, every domain and field checked first."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"host samples must be a pandas DataFrame, not {type(frame).__name__}")
+    missing = [column for column in HOST_COLUMNS if column not in frame.columns]
+    if missing:
+        raise ValueError(f"host sample frame lacks column(s) {', '.join(missing)}; needs {', '.join(HOST_COLUMNS)}")
+    frame = frame.reset_index(drop=True)
+    for index, (domain, field) in enumerate(zip(frame["domain"], frame["field"])):
+        problem = hostfields.check_host_sample(domain, field)
+        if problem is not None:
+            raise ValueError(f"host sample row {index}, column {'domain' if hostfields.domain_kind(domain) is None else 'field'!r}: "
+                             f"{problem}")
+    return frame.rename(columns={"domain": "nic"})[NET_COLUMNS]
+
+
 class TelemetryBackend(ABC):
     """A telemetry store. Options come from ``TELEMETRY_BACKENDS[alias]["OPTIONS"]``."""
 
@@ -598,6 +634,26 @@ class TelemetryBackend(ABC):
     def delete_net(self, cluster: str, hosts=None) -> int:
         """Remove the network samples of a cluster (only of ``hosts`` when given). Returns rows removed."""
         raise self._no_net()
+
+    # Host samples (``hostfields``), kept in the network table under their own field names.
+
+    def write_host(self, frame: pd.DataFrame) -> int:
+        """Store host samples (``HOST_COLUMNS``); a row whose domain or field is not a host one is a
+        ValueError naming it, and nothing is written. Returns the samples written."""
+        frame = host_as_net(frame)
+        return self.write_net(frame)
+
+    def read_host(self, cluster: str, hosts=None, domains=None, fields=None, start=None, end=None) -> pd.DataFrame:
+        """Host samples of one cluster (``HOST_COLUMNS``, sorted by host, domain, field, ts); ``fields``
+        None means every host field, never a network one."""
+        out = self.read_net(cluster, hosts, domains, host_field_filter(fields), start, end)
+        return out.rename(columns={"nic": "domain"})
+
+    def aggregate_host(self, cluster: str, step, hosts=None, domains=None, fields=None, start=None,
+                       end=None) -> pd.DataFrame:
+        """Per epoch-aligned bucket: count, first, last, min, max of host samples (``HOST_AGGREGATE_COLUMNS``)."""
+        out = self.aggregate_net(cluster, step, hosts, domains, host_field_filter(fields), start, end)
+        return out.rename(columns={"nic": "domain"})
 
     def _no_net(self) -> TelemetryUnavailable:
         return TelemetryUnavailable(f"{self.name} ({type(self).__name__}) keeps no network samples: it does not "

@@ -137,7 +137,7 @@ def test_dry_run_prints_nic_rows_the_portal_parses(tmp_path):
     cxi, rh, net = fake_node(tmp_path)
     result = subprocess.run([sys.executable, str(SCRIPT), "--source", "none", "--nics", "on", "--dry-run",
                              "--duration", "1.5", "--interval", "1", "--hostname", "nid000007", "--cxi-sysfs", cxi,
-                             "--cxi-retry-handler", rh, "--net-sysfs", net], capture_output=True, text=True, timeout=60)
+                             "--cxi-retry-handler", rh, "--net-sysfs", net, "--host-metrics", "off"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     assert rows and all(set(row) == {"ts", "host", "nic", "field", "value"} for row in rows)

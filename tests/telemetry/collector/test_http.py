@@ -107,7 +107,7 @@ def test_a_wrapped_job_sends_gzip_ndjson_to_the_portal(portal, tmp_path):
                 "SLURM_STEP_GPUS": "0,1", "BELVEDERE_JOB_TOKEN_FILE": str(token),
                 "BELVEDERE_JOB_URL": f"{portal.url}/jobs/alps/4242/"})
     result = subprocess.run([PY, str(RUNNER), "--source", "gpm", "--interval", "0.1", "--batch-seconds", "0.2",
-                             "--fields", "1002,1009,1010,155,252,1076", "--",
+                             "--fields", "1002,1009,1010,155,252,1076", "--host-metrics", "off", "--",
                              PY, "-c", "import time; time.sleep(0.7)"],
                             env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr

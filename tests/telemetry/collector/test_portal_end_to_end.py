@@ -9,6 +9,7 @@ from pathlib import Path
 from django.utils import timezone
 
 from apps.telemetry.backends.base import Query
+from apps.telemetry.hostfields import HOST_FIELD_NAMES
 
 RUNNER = Path(__file__).with_name("recording.py")
 MIB = 1024 * 1024
@@ -37,6 +38,10 @@ def test_collector_to_portal_to_store(live_server, transactional_db, store, tmp_
     assert set(data["gpu"]) == {0, 1}
     by_field = data.groupby("field")["value"].first().to_dict()
     assert by_field == {155: 215.5, 1002: 0.625, 1009: 2048.0 * MIB}
+    # this machine's own /proc: the host fields (--host-metrics auto) pass ingestion beside the GPU samples
+    host = store.read_net("alps", hosts="nid000001", fields=list(HOST_FIELD_NAMES))
+    assert {"host_mem_used", "host_page_cache"} <= set(host["field"]) and "node" in set(host["nic"])
     batches = IngestBatch.objects.filter(sender="job alps/4242")
-    assert batches.exists() and sum(b.accepted for b in batches) == len(data) and all(b.rejected == 0 for b in batches)
+    assert batches.exists() and all(b.rejected == 0 for b in batches)
+    assert sum(b.accepted for b in batches) == len(data) + len(host)
     assert "sent" in result.stderr

@@ -322,7 +322,8 @@ def test_dcgm_teardown_on_sigterm(tmp_path):
     env = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "3", "SLURMD_NODENAME": "nid000007", "SLURM_LOCALID": "0"}
     before = signal.getsignal(signal.SIGTERM)
     started = time.monotonic()
-    code = collector.main(["--source", "dcgm", "--interval", "0.1", "--duration", "30", "--output", str(out),
+    code = collector.main(["--source", "dcgm", "--interval", "0.1", "--duration", "30", "--host-metrics", "off",
+                           "--output", str(out),
                            "--gpus", "all"], env, adapters={"dcgm": dcgm})
     assert code == 0 and time.monotonic() - started < 5
     assert signal.getsignal(signal.SIGTERM) is before
