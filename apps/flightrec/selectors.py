@@ -20,7 +20,11 @@ MAX_PLACED = 64
 
 
 def flight_analysis_get(job) -> FlightAnalysis | None:
-    return FlightAnalysis.objects.filter(job=job).first()
+    """The job's analysis row, read once per job object (the page's summary, context and version share it)."""
+    memo = job.__dict__.get("_flightrec_analysis", False)
+    if memo is False:
+        memo = job.__dict__["_flightrec_analysis"] = FlightAnalysis.objects.filter(job=job).first()
+    return memo
 
 
 def flight_dump_count(job) -> int:
