@@ -42,6 +42,10 @@ two logging intervals, whichever is longer) to ``NEAR_S`` after it, or the dip's
 what starts a dip, not what happens an hour into it:
 
 1. restart: an ``event.restart`` marker near, or a gap in the data joined to the dip;
+2. host (issue 39): no checkpoint or evaluation marker near and no file-system writes near, while the job's
+   data-loader workers (``Evidence.loader_cpu``, the collector's ``host_dataloader_cpu``) were on average at
+   ``HOST_SATURATED`` (90 %) of their CPUs or more and at least ``HOST_IDLE`` (40 %) of the GPUs idle: the GPUs
+   wait on the host (data loading), which would otherwise read as GPUs idle together (a checkpoint);
 2. checkpoint: an ``event.checkpoint`` marker near, or at least 80 % of the job's GPUs idle in the same
    bucket during the dip, or a pause of the GPUs in their own samples (4.) while the job wrote to the file
    system; the file system's peak write rate near the dip's start is added when ``write_bytes``
@@ -95,7 +99,8 @@ POWER_BITS, THERMAL_BITS = 0x4 | 0x80, 0x20 | 0x40  # DCGM clock-event reasons: 
 # A synchronous pause: at least IDLE_TOGETHER of the GPUs idle together this long in their own samples. The
 # samples are read for at most FINE_READS dips of a job (the first ones), each over its near span.
 PAUSE_MIN_S, FINE_READS = 10.0, 24
-KINDS = ("checkpoint", "straggler", "throttling", "evaluation", "restart", "pause", "unknown")
+HOST_SATURATED, HOST_IDLE = 0.9, 0.4
+KINDS = ("checkpoint", "straggler", "throttling", "evaluation", "restart", "pause", "host", "unknown")
 
 
 @dataclass
@@ -129,6 +134,7 @@ class Evidence:
     write_times: np.ndarray | None = None
     write_step_s: float | None = None
     fine: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None
+    loader_cpu: np.ndarray | None = None  # per bucket of ``times``: the data-loader workers' CPU share (0-1)
 
 
 @dataclass
@@ -302,6 +308,7 @@ class _Context:
         self.idle = _optional(self.evidence.idle_share, length)[order]
         self.tensor = _optional(self.evidence.tensor_active, length)[order]
         self.dram = _optional(self.evidence.dram_active, length)[order]
+        self.loader = _optional(self.evidence.loader_cpu, length)[order]
         if self.evidence.write_times is not None:
             self.write_buckets = to_ns(self.evidence.write_times)
             write_order = np.argsort(self.write_buckets, kind="stable")
@@ -445,8 +452,8 @@ class _Context:
 
     def event(self, dip: _Dip, checks=None, level: float | None = None) -> dict:
         first, last = self._bucket_range(dip)
-        for check in checks or (self._restart, self._checkpoint, self._evaluation, self._pause, self._straggler,
-                                self._throttling):
+        for check in checks or (self._restart, self._host, self._checkpoint, self._evaluation, self._pause,
+                                self._straggler, self._throttling):
             found = check(dip, first, last)
             if found:
                 kind, reason, *held = found
@@ -474,6 +481,23 @@ class _Context:
             return "restart", (f"no data for {_duration(dip.gap_s)} after {_clock(dip.start_ns)}, then throughput "
                                f"below the usual: a restart")
         return None
+
+    def _host(self, dip: _Dip, first: int, last: int):
+        if last <= first or not np.isfinite(self.loader[first:last]).any():
+            return None
+        if self._near("event.checkpoint", dip) or self._near("event.evaluation", dip):
+            return None
+        lo, hi = self._near_span(dip)
+        write_step_ns = int(self.write_step_s * 1e9)
+        writes = self.writes[int(np.searchsorted(self.write_buckets, lo - write_step_ns, side="right")):
+                             int(np.searchsorted(self.write_buckets, hi, side="left"))]
+        if np.isfinite(writes).any() and np.nanmax(writes) > 0:
+            return None
+        cpu, idle = _nanmean(self.loader[first:last]), _nanmean(self.idle[first:last])
+        if cpu is None or idle is None or cpu < HOST_SATURATED or idle < HOST_IDLE:
+            return None
+        return "host", (f"the ranks' data-loader workers at {min(cpu, 1.0) * 100:.0f} % of their CPUs and "
+                        f"{idle * 100:.0f} % of the GPUs idle: the GPUs wait on the host (data loading)")
 
     def _checkpoint(self, dip: _Dip, first: int, last: int):
         marker = self._near("event.checkpoint", dip)

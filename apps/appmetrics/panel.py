@@ -51,10 +51,11 @@ MAX_POINTS = 2000  # per series in the figure: about one per pixel column of a w
 FIGURE_SERIES = ("tokens_per_s", "iteration_s", "loss")
 UTIL_FIELD = 203  # GPU utilisation, where the profiling fields (eff.SM_FIELD, eff.TENSOR_FIELD) are missing
 KIND_COLOURS = {"checkpoint": "#5a6472", "evaluation": "#00798c", "straggler": "#d1495b", "throttling": "#edae49",
-                "restart": "#8e5ea2", "pause": "#3d7ea6", "unknown": "#9aa3ad"}
+                "restart": "#8e5ea2", "pause": "#3d7ea6", "host": "#b5651d", "unknown": "#9aa3ad"}
 KIND_FILLS = {"checkpoint": "rgba(90,100,114,0.16)", "evaluation": "rgba(0,121,140,0.14)",
               "straggler": "rgba(209,73,91,0.16)", "throttling": "rgba(237,174,73,0.22)",
-              "restart": "rgba(142,94,162,0.16)", "pause": "rgba(61,126,166,0.16)", "unknown": "rgba(154,163,173,0.18)"}
+              "restart": "rgba(142,94,162,0.16)", "pause": "rgba(61,126,166,0.16)", "host": "rgba(181,101,29,0.16)",
+              "unknown": "rgba(154,163,173,0.18)"}
 # What to do about each kind of dip: one sentence a user can act on.
 KIND_ACTIONS = {
     "checkpoint": "Expected while a checkpoint is written; if the pauses cost too much, save asynchronously "
@@ -67,10 +68,12 @@ KIND_ACTIONS = {
     "restart": "The run restarted: look at the job's output just before for the failure that caused it.",
     "pause": "Every GPU stopped together: a checkpoint, an evaluation or the data loader starving them. Log "
              "event.checkpoint and event.evaluation markers to tell them apart; if it is data, add loader workers.",
+    "host": "The GPUs waited on their data loaders: more loader workers (DataLoader num_workers) on each rank's NUMA "
+            "domain, pre-tokenised data, pinned memory and prefetching; see the node's host row.",
     "unknown": "No hardware cause at that time: look at the job's output for data loading, I/O or host-side work.",
 }
-KIND_LEVELS = {"straggler": "warning", "throttling": "warning", "restart": "warning"}
-KIND_ORDER = ("straggler", "throttling", "restart", "pause", "unknown", "checkpoint", "evaluation")
+KIND_LEVELS = {"straggler": "warning", "throttling": "warning", "restart": "warning", "host": "warning"}
+KIND_ORDER = ("straggler", "throttling", "restart", "host", "pause", "unknown", "checkpoint", "evaluation")
 
 
 # ---------------------------------------------------------------- what changes the numbers

@@ -53,7 +53,7 @@ CHAR_W = 0.53  # average glyph width of DejaVu Sans as a share of the font size:
 BODY, SMALL, HEADING, TITLE = 10.0, 8.5, 13.0, 17.0
 INK, MUTED, ACCENT, WARN, BAD, GOOD = "#1b1f24", "#5b6470", "#1f5fa8", "#b26a00", "#b3261e", "#2e7d32"
 EVENT_COLOURS = {"checkpoint": "#1f77b4", "straggler": "#d62728", "throttling": "#ff7f0e", "evaluation": "#2ca02c",
-                 "restart": "#9467bd", "pause": "#17becf", "unknown": "#7f7f7f"}
+                 "restart": "#9467bd", "pause": "#17becf", "host": "#8c564b", "unknown": "#7f7f7f"}
 # What to do about the unit that limits a job's saturation (the saturation app's limiter keys).
 LIMITER_ACTIONS = {
     "tensor": "The tensor pipes are the busiest unit: raise MFU with larger micro-batches, fused kernels (flash attention) "
@@ -73,6 +73,8 @@ EVENT_ACTIONS = {
     "restart": "The run restarted: check the job's output for the failure and keep checkpoints frequent enough to lose little.",
     "pause": "Every GPU stopped together for a short while: log checkpoint and evaluation markers to tell them apart from "
              "a data loader that starves the GPUs (more loader workers, data on faster storage).",
+    "host": "The GPUs waited on their data loaders: give the loaders more CPU (more workers on each rank's NUMA domain, "
+            "pre-tokenised data, prefetching).",
     "unknown": "A dip the hardware does not explain: look at the job's output around that time (data loading, I/O).",
 }
 
