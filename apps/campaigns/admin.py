@@ -12,4 +12,5 @@ class CampaignAdmin(admin.ModelAdmin):
 @admin.register(CampaignJob)
 class CampaignJobAdmin(admin.ModelAdmin):
     list_display = ("job", "campaign", "pinned")
+    list_select_related = ("job__cluster", "campaign")  # each row names its job (with its cluster) and campaign
     raw_id_fields = ("job", "campaign")

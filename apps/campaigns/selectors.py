@@ -65,7 +65,7 @@ def campaign_may_edit(user, campaign: Campaign) -> bool:
 
 
 def campaign_jobs(campaign: Campaign) -> list[Job]:
-    jobs = list(Job.objects.filter(campaign_membership__campaign=campaign).select_related("cluster"))
+    jobs = list(Job.objects.filter(campaign_membership__campaign=campaign).select_related("cluster").prefetch_related("steps"))
     return sorted(jobs, key=lambda job: (job.start_time or job.submit_time or timezone.now(), job.job_id))
 
 
@@ -131,18 +131,29 @@ def _dips(job) -> tuple[goodput.Dip, ...]:
     return tuple(out)
 
 
-def _bad_nodes(job) -> tuple[str, ...]:
+def _bad_results(jobs: list[Job], now: datetime) -> list[tuple[str, datetime]]:
+    """(host, time) of every bad vetting result on the jobs' nodes around their runs: one read for the campaign."""
+    ran = [job for job in jobs if job.node_list and job.start_time is not None]
+    if not ran:
+        return []
+    since = min(job.start_time for job in ran) - VETTING_MARGIN
+    until = max(job.end_time or now for job in ran) + VETTING_MARGIN
+    hosts = sorted({host for job in ran for host in job.node_list})
+    return list(VettingResult.objects.filter(host__in=hosts, outcome__in=BAD_OUTCOMES, time__gte=since, time__lte=until)
+                .values_list("host", "time"))
+
+
+def _bad_nodes(job, results: list[tuple[str, datetime]], now: datetime) -> tuple[str, ...]:
+    """The job's nodes with a bad vetting result from ``VETTING_MARGIN`` before its start to as long after its end."""
     if not job.node_list or job.start_time is None:
         return ()
-    end = (job.end_time or timezone.now()) + VETTING_MARGIN
-    return tuple(sorted(set(VettingResult.objects.filter(
-        host__in=list(job.node_list), outcome__in=BAD_OUTCOMES, time__gte=job.start_time - VETTING_MARGIN, time__lte=end,
-    ).values_list("host", flat=True))))
+    nodes = set(job.node_list)
+    since, until = job.start_time - VETTING_MARGIN, (job.end_time or now) + VETTING_MARGIN
+    return tuple(sorted({host for host, time in results if host in nodes and since <= time <= until}))
 
 
-def _shares(job, bad_nodes: tuple[str, ...]) -> tuple[float, float]:
+def _shares(job, bad_nodes: tuple[str, ...], record: JobSaturation | None) -> tuple[float, float]:
     """(idle share, share on failed nodes) of the job's GPUs by the saturation waste rule; 0 without a record."""
-    record = JobSaturation.objects.filter(job=job).first()
     gpus = appmetrics.job_gpus(job) or 0
     if record is None or not gpus:
         return 0.0, 0.0
@@ -198,6 +209,9 @@ def campaign_summary(campaign: Campaign, now: datetime | None = None) -> dict:
 def _summary(campaign: Campaign, jobs: list[Job], now: datetime) -> dict:
     allocations, ends, curves, series_of = [], {}, [], {}
     checkpoint_costs, checkpoint_starts = [], []
+    # one read each for the whole campaign, not one per member job
+    results = _bad_results(jobs, now)
+    records = {record.job_id: record for record in JobSaturation.objects.filter(job__in=jobs)}
     for job in jobs:
         series = _series(job)
         series_of[job.pk] = series
@@ -205,7 +219,7 @@ def _summary(campaign: Campaign, jobs: list[Job], now: datetime) -> dict:
         checkpoints = tuple(goodput.Checkpoint(ts, step, value) for ts, step, value in _markers(series, "event.checkpoint"))
         checkpoint_costs.extend(c.seconds for c in checkpoints)
         checkpoint_starts.append([c.ts for c in checkpoints])
-        bad = _bad_nodes(job)
+        bad = _bad_nodes(job, results, now)
         running = job.is_active
         gpus = appmetrics.job_gpus(job) or 0
         draft = goodput.Allocation(key=job_ref(job), start=job.start_time if job.state != JobStateChoices.PENDING else None,
@@ -224,7 +238,7 @@ def _summary(campaign: Campaign, jobs: list[Job], now: datetime) -> dict:
                 ended = replace(ended, xids=_xids(job), hang_verdict=hang_verdict(job))
         found = failures.classify(ended) if ended is not None else None
         ends[job.pk] = (ended, found, bad)
-        idle_share, failed_share = _shares(job, bad) if progress else (0.0, 0.0)
+        idle_share, failed_share = _shares(job, bad, records.get(job.pk)) if progress else (0.0, 0.0)
         allocations.append(goodput.Allocation(
             key=job_ref(job), start=draft.start, end=job.end_time, gpus=gpus,
             nodes=job.node_count or len(job.node_list or []), progress=progress, checkpoints=checkpoints,

@@ -11,6 +11,7 @@ class FlightrecConfig(AppConfig):
 
         from . import panel
 
-        # Right after the job's end and before the telemetry panels: a hang's culprit is the first thing to read.
-        register_job_panel(JobPanel(key=panel.KEY, title="Stuck collectives", order=12, template="flightrec/_job_section.html",
+        # After the ranks (whose groups it names): a hang's culprit is on the first screen already, as a finding that
+        # links here; every other job, which has no dump, keeps its saturation and throughput panels first.
+        register_job_panel(JobPanel(key=panel.KEY, title="Stuck collectives", order=45, template="flightrec/_job_section.html",
                                     context=panel.context, summary=panel.summary, version=panel.version))

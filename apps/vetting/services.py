@@ -120,7 +120,11 @@ def _queue_rules(run_pk: int) -> None:
 
 
 def rules_ensure_built_in() -> None:
+    """Create the built-in rules that are missing: one read when they all exist (every rules page and answer calls it)."""
+    existing = set(Rule.objects.filter(slug__in=[spec.slug for spec in BUILT_IN_RULES]).values_list("slug", flat=True))
     for spec in BUILT_IN_RULES:
+        if spec.slug in existing:
+            continue
         rule, created = Rule.objects.get_or_create(slug=spec.slug, defaults={
             "name": spec.name, "kind": spec.kind, "params": spec.params, "action": spec.action, "severity": spec.severity,
             "enabled": spec.enabled, "updated_by": "built-in"})
