@@ -19,6 +19,8 @@ for _app in API_APPS:
     # endpoints under telemetry/) sit at the top of /api/v1/.
     _prefix = API_PREFIXES.get(_app, f"{_app}/")
     api_v1.append(path(_prefix, include(f"apps.{_app}.api.urls")))
+# A node's history (system) beside its versions (telemetry), both at /api/v1/nodes/<host>/...
+api_v1.append(path("", include("apps.system.api.node_urls")))
 
 urlpatterns = [
     path("", include("apps.core.urls")),
@@ -31,6 +33,7 @@ urlpatterns = [
     path("namespaces/", include("apps.namespaces.urls")),
     path("catalog/", include("apps.catalog.urls")),
     path("system/", include("apps.system.urls")),
+    path("nodes/", include("apps.system.node_page_urls")),
     path("reports/", include("apps.reports.urls")),
     path("campaigns/", include("apps.campaigns.urls")),
     path("staff/triage/", include("apps.triage.urls")),

@@ -35,7 +35,7 @@ from apps.core.panels import Fact, Finding, Freshness, PanelSummary
 from apps.saturation.models import JobSaturation
 from apps.telemetry.backends.base import TelemetryUnavailable
 from apps.telemetry.models import JobTelemetry
-from apps.telemetry.selectors import job_cube
+from apps.telemetry.selectors import host_row, job_cube, job_host_samples
 
 from . import efficiency as eff
 from . import selectors
@@ -225,6 +225,11 @@ def summary(job) -> PanelSummary | None:
     if fresh is not None:
         part.freshness.append(fresh)
     part.findings.extend(event_findings(numbers.get("events") or [], reference=timezone.now()))
+    host = numbers.get("host_bound")
+    if host:  # issue 39: named as the host's, not as unsaturated GPUs
+        part.findings.append(Finding("warning", f"{host['sentence']} — limited by {host['limiter']}.", host["action"],
+                                     "#appmetrics-figure", KEY, rank=45))
+        part.facts.append(Fact("Limited by", host["limiter"], host["sentence"], "warning", "fact-host-limiter", rank=43))
     return part
 
 
@@ -405,6 +410,9 @@ def throughput_figure(job, query) -> dict:
                                        "name": f"{name} ({gpu_words})", "line": {"color": colours[name], "width": 1.5},
                                        "hovertemplate": "%{y:.0%} " + name + "<extra></extra>"}
                                       for name, values in gpu.items()]))
+    host = _host_activity(job)
+    if host:  # issue 39: the host under the GPUs: CPU busy, the data loaders' CPU, host memory used
+        rows.append(("host", host))
     body.update(figure_layout(rows, events, gpu_axis=bool(gpu)))
     body["gpu_words"] = gpu_words
     late = _late_telemetry_words(coverage, gpu_times) if gpu else None
@@ -414,6 +422,27 @@ def throughput_figure(job, query) -> dict:
                                               "yref": f"y{suffix} domain", "x": 0.005, "y": 0.04, "xanchor": "left",
                                               "yanchor": "bottom", "font": {"size": 11, "color": "#5b6470"}})
     return body
+
+
+HOST_TRACES = (("cpu_busy", "CPU busy", "#30343b"), ("loader_cpu", "data-loader CPU", "#b5651d"),
+               ("mem_used", "host memory used", "#00798c"))
+
+
+def _host_activity(job) -> list[dict]:
+    """The host row's traces (shares 0-1, means over the job's nodes per minute or coarser); [] without host samples."""
+    try:
+        frame = job_host_samples(job)
+    except TelemetryUnavailable:
+        return []
+    if frame.empty:
+        return []
+    span = ((job.end_time or timezone.now()) - job.start_time).total_seconds()
+    row = host_row(frame, max(60.0, span / MAX_POINTS))
+    x = _iso(row["times"])
+    return [{"type": "scatter", "mode": "lines", "x": x,
+             "y": [None if not math.isfinite(v) else round(float(v), 4) for v in row[key]],
+             "name": name, "line": {"color": colour, "width": 1.5}, "hovertemplate": "%{y:.0%} " + name + "<extra></extra>"}
+            for key, name, colour in HOST_TRACES if np.isfinite(np.asarray(row[key], dtype="float64")).any()]
 
 
 def _late_telemetry_words(coverage: dict, gpu_times: list[str]) -> str | None:
@@ -449,7 +478,7 @@ def figure_layout(rows: list[tuple[str, list[dict]]], events: list[dict], gpu_ax
         y = f"yaxis{suffix}"
         layout[y] = {"domain": [max(0.0, top - height_each), top], "title": {"text": title, "font": {"size": 11}},
                      "zeroline": False, "gridcolor": "#eceff3", "automargin": True}
-        if title == "GPU activity" and gpu_axis:
+        if (title == "GPU activity" and gpu_axis) or title == "host":
             layout[y].update(range=[0, 1.02], tickformat=".0%")
         layout[f"xaxis{suffix}"] = {"type": "date", "anchor": f"y{suffix}", "gridcolor": "#eceff3",
                                     "showticklabels": index == len(rows) - 1, **({} if index == 0 else {"matches": "x"})}

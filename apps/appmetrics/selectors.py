@@ -16,10 +16,10 @@ from apps.saturation.models import JobSaturation
 from apps.telemetry.backends.base import Query, TelemetryUnavailable
 from apps.telemetry.lustre import PREFIX as LUSTRE_PREFIX
 from apps.telemetry.lustre import io_step, job_io, reading_step
-from apps.telemetry.selectors import job_cube, read_series
+from apps.telemetry.selectors import host_row, job_cube, job_host_samples, read_series
 from apps.telemetry.store import telemetry_store
 
-from . import efficiency, events, flops
+from . import efficiency, events, flops, hostbound
 from .models import MODEL_FIELDS, JobModelConfig
 
 MARKER_PREFIX = "event."
@@ -110,6 +110,34 @@ def _fine_idle(job):
     return read
 
 
+def _loader_cpu(job, times, step_s: float):
+    """The job's data-loader workers' CPU share on the cube's buckets (host samples, issue 39); None without them."""
+    try:
+        row = host_row(job_host_samples(job, fields=("host_dataloader_cpu",)), step_s)
+    except TelemetryUnavailable:
+        return None
+    if not len(row["times"]):
+        return None
+    return pd.Series(row["loader_cpu"], index=pd.DatetimeIndex(row["times"])).reindex(pd.DatetimeIndex(times)).to_numpy()
+
+
+def _host_bound(series: pd.DataFrame, ts, tps, hardware: dict, found: list[dict]) -> dict | None:
+    """The job's host-bound finding (``hostbound``, issue 39) over its iterations (``iteration_s``, else the inverse of
+    tokens/s: only ratios to the median matter), leaving the checkpoints' dips to them; None without host samples."""
+    loader = hardware.get("loader_cpu")
+    if loader is None or not len(hardware.get("times", [])):
+        return None
+    iterations = series[series["name"] == "iteration_s"] if len(series) else series
+    if len(iterations) >= 10:
+        when, seconds = iterations["ts"].to_numpy(), iterations["value"].to_numpy(dtype="float64")
+    else:
+        rate = np.asarray(tps, dtype="float64")
+        when, seconds = np.asarray(ts), np.where(rate > 0, 1.0 / np.where(rate > 0, rate, 1.0), np.nan)
+    checkpoints = [(event["start"], event.get("end")) for event in found if event["kind"] == "checkpoint"]
+    return hostbound.host_bound(when, seconds, hardware["times"], loader, hardware["times"], hardware["idle_share"],
+                                hardware["step_s"], checkpoints)
+
+
 def _iso(value) -> str | None:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return None
@@ -162,16 +190,19 @@ def job_efficiency(job) -> dict:
                                                            ts, tps)
         hardware = {"times": cube.buckets.astype("datetime64[ns]"), "step_s": float(cube.step),
                     "idle_share": arrays["idle_share"], "throttled": arrays["throttled"],
-                    "tensor_active": arrays["tensor_active"], "dram_active": arrays["dram_active"]}
+                    "tensor_active": arrays["tensor_active"], "dram_active": arrays["dram_active"],
+                    "loader_cpu": _loader_cpu(job, cube.buckets.astype("datetime64[ns]"), float(cube.step))}
     event_list: list[dict] = []
+    host_bound = None
     if len(ts):
         # markers, stragglers and file-system writes explain dips without GPU telemetry too
         # the GPUs' own samples around a dip show pauses shorter than the product's buckets (and without a product)
         evidence = events.Evidence(**{"times": np.array([], dtype="datetime64[ns]"), "step_s": 0.0, **hardware},
                                    stragglers=_stragglers(job), markers=_markers(series), **_writes(lustre),
                                    fine=_fine_idle(job) if job.node_list else None)
-        event_list = [{**event, "start": _iso(event["start"]), "end": _iso(event.get("end"))}
-                      for event in events.find_events(ts, tps, evidence)]
+        found = events.find_events(ts, tps, evidence)
+        event_list = [{**event, "start": _iso(event["start"]), "end": _iso(event.get("end"))} for event in found]
+        host_bound = _host_bound(series, ts, tps, hardware, found)
     names = sorted(set(series["name"])) if len(series) else []
     return {
         "job": f"{job.cluster.name}/{job.job_id}",
@@ -192,5 +223,6 @@ def job_efficiency(job) -> dict:
                      "last": _iso(series["ts"].max()) if len(series) else None,
                      "rows": int(len(series)), "names": names},
         "events": event_list,
+        "host_bound": host_bound,
         "missing": missing,
     }

@@ -12,6 +12,8 @@ import threading
 from datetime import timedelta
 from types import SimpleNamespace
 
+import numpy as np
+import pandas as pd
 from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
@@ -24,11 +26,16 @@ from apps.saturation.choices import JobSaturationStatusChoices
 from apps.saturation.models import JobSaturation
 from apps.saturation.selectors import record_warming_up, reference_scores
 from apps.saturation.waste import steady_seconds
+from apps.telemetry.backends.base import Query, TelemetryUnavailable
+from apps.telemetry.store import telemetry_store
 from apps.topology.selectors import topology_current
+from apps.vetting.models import NodeHealth, NodeHealthEvent, VettingResult
 from apps.vetting.selectors import node_states as vetting_node_states
 
 from . import overview
 from .machine_map import map_layout
+from .node_history import ANOTHER as ANOTHER_JOB
+from .node_history import step_for
 
 WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7)}
 
@@ -275,3 +282,105 @@ def filesystem_load(user, jobs: list, job_groups: dict, now) -> dict:
     except TelemetryUnavailable:
         pass
     return network.filesystem_summary(rates, read, len(jobs))
+
+
+# -- a node's own history (issue 39: /nodes/<host>/, GET /api/v1/nodes/<host>/history/) ------------------------------
+
+NODE_JOBS_MAX, NODE_VETTING_MAX = 500, 2000
+
+
+def node_jobs(host: str):
+    """Every job that ran (or runs) on ``host``, newest first (``Job.node_search``: ",nid1,nid2,")."""
+    return Job.objects.select_related("cluster").filter(node_search__contains=f",{host},")
+
+
+def node_known(host: str) -> bool:
+    """A node the portal knows of: a job ran on it, or it has vetting results or a health record."""
+    return (node_jobs(host).exists() or VettingResult.objects.filter(host=host).exists()
+            or NodeHealth.objects.filter(host=host).exists())
+
+
+def node_may_see(user, host: str) -> bool:
+    """Staff, and people who may see a job that ran on the node (its user, its account's members: the jobs app's
+    rule). Job tokens never: a node's history spans other jobs."""
+    if not getattr(user, "is_authenticated", False) or getattr(user, "job", None) is not None:
+        return False
+    if user.is_staff:
+        return node_known(host)
+    return job_list_for_user(user).filter(node_search__contains=f",{host},").exists()
+
+
+def _bucket_iso(values) -> list[str]:
+    return [pd.Timestamp(v).tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ") if pd.Timestamp(v).tzinfo
+            else pd.Timestamp(v).strftime("%Y-%m-%dT%H:%M:%SZ") for v in values]
+
+
+def node_history(user, host: str, since, until) -> dict:
+    """The node's history in [since, until) as the API answers it (``node_history.figure`` draws it). The jobs are
+    named and linked only where the viewer may see them; others are "another project's job"."""
+    step = step_for((until - since).total_seconds())
+    grid = pd.date_range(pd.Timestamp(since).floor(f"{step}s"), pd.Timestamp(until), freq=f"{step}s", inclusive="left")
+    position = {int(t.value): i for i, t in enumerate(grid)}
+    blank = [None] * len(grid)
+    overlapping = list(node_jobs(host).filter(start_time__lt=until).filter(Q(end_time__gte=since) | Q(end_time__isnull=True))
+                       .order_by("-start_time")[:NODE_JOBS_MAX])
+    visible = set(job_list_for_user(user).filter(pk__in=[job.pk for job in overlapping]).values_list("pk", flat=True))
+    jobs = []
+    for job in sorted(overlapping, key=lambda j: j.start_time):
+        seen = job.pk in visible
+        label = f"{job.name or 'job'} ({job.cluster.name}/{job.job_id})" if seen else ANOTHER_JOB
+        jobs.append({"label": label, "visible": seen, "start": _bucket_iso([job.start_time])[0],
+                     "end": _bucket_iso([job.end_time])[0] if job.end_time else None,
+                     "url": reverse("jobs:detail", args=[job.cluster.name, job.job_id]) if seen else None,
+                     "state": job.state})
+    latest = node_jobs(host).order_by("-start_time").values_list("cluster__name", flat=True).first()
+    cluster = latest or "alps"
+
+    def series(frame, key, value):
+        out: dict[str, list] = {}
+        for name, part in frame.groupby(key):
+            values = list(blank)
+            for bucket, number in zip(part["bucket"], part[value]):
+                at = position.get(int(pd.Timestamp(bucket).value))
+                if at is not None and np.isfinite(number):
+                    values[at] = round(float(number), 4)
+            out[str(name)] = values
+        return out
+
+    gpus, cache, nics, host_rows, problems = {}, {}, {}, {}, []
+    try:
+        store = telemetry_store()
+        frame = store.aggregate(Query(start=since, end=until, cluster=cluster, hosts=(host,), fields=(1002,)), step,
+                                stats=("mean",))
+        gpus = series(frame, "gpu", "mean") if len(frame) else {}
+        hosted = store.aggregate_host(cluster, step, hosts=[host], start=since, end=until,
+                                      fields=["host_cpu_busy", "host_mem_used", "host_mem_total", "host_gpu_page_cache"])
+        if len(hosted):
+            gpu_part = hosted[hosted["field"] == "host_gpu_page_cache"]
+            cache = series(gpu_part.assign(gpu=gpu_part["domain"].str[3:]), "gpu", "last") if len(gpu_part) else {}
+            node = hosted[hosted["domain"] == "node"].pivot_table(index="bucket", columns="field", values="last")
+            for key in ("host_cpu_busy", "host_mem_used", "host_mem_total"):
+                if key not in node:
+                    node[key] = np.nan
+            node = node.reset_index().assign(used=lambda f: f["host_mem_used"] / f["host_mem_total"], name="node")
+            host_rows = {"cpu_busy": series(node, "name", "host_cpu_busy").get("node", list(blank)),
+                         "mem_used": series(node, "name", "used").get("node", list(blank))}
+        sent = store.aggregate_net(cluster, step, hosts=[host], fields=["nic_tx_bytes"], start=since, end=until)
+        if len(sent):
+            sent = sent.sort_values(["nic", "bucket"])
+            sent["rate"] = sent.groupby("nic")["last"].diff() / step
+            sent.loc[sent["rate"] < 0, "rate"] = np.nan  # a counter reset
+            nics = series(sent.dropna(subset=["rate"]), "nic", "rate")
+    except TelemetryUnavailable as exc:
+        problems.append(f"the telemetry store cannot be read now: {exc}")
+    results = (VettingResult.objects.filter(host=host, time__gte=since, time__lt=until).order_by("time")
+               .values("time", "eval_name", "outcome")[:NODE_VETTING_MAX])
+    vetting = [{"time": _bucket_iso([r["time"]])[0], "eval_name": r["eval_name"], "outcome": r["outcome"]} for r in results]
+    health = [{"time": _bucket_iso([e.created])[0], "from_state": e.from_state, "to_state": e.to_state,
+               "action": e.action, "reason": e.reason}
+              for e in NodeHealthEvent.objects.filter(host=host, created__gte=since, created__lt=until).order_by("created")]
+    state = NodeHealth.objects.filter(host=host).values_list("state", flat=True).first() or "healthy"
+    return {"host": host, "cluster": cluster, "since": _bucket_iso([since])[0], "until": _bucket_iso([until])[0],
+            "step": step, "times": _bucket_iso(grid), "state": state, "gpus": gpus, "gpu_page_cache": cache,
+            "nics": nics, "host_metrics": host_rows, "jobs": jobs, "vetting": vetting, "health": health,
+            "problems": problems}

@@ -67,3 +67,48 @@ class VersionsView(LoginRequiredMixin, TemplateView):
                        by_group=sorted(table(found["by_group"]), key=lambda row: (not row["place"].isdigit(), int(row["place"]) if row["place"].isdigit() else 0)),
                        mixed_groups=sum(1 for row in table(found["by_group"]) if any(c["mixed"] for c in row["cells"])))
         return context
+
+
+class NodeHistoryPageView(LoginRequiredMixin, TemplateView):
+    """A node's own history (issue 39): its GPUs', NICs' and host's telemetry over days, the jobs that ran on it, its
+    vetting results and health changes on one time axis. Staff and people who may see a job that ran there; others get
+    the 404 of a node that does not exist. ``?days=`` (1-31, default 7) or ``?since=&until=``."""
+
+    template_name = "system/node.html"
+
+    def get_context_data(self, **kwargs):
+        from datetime import timedelta
+
+        from django.http import Http404
+        from django.utils import timezone
+
+        from apps.telemetry.ingest import HOSTNAME
+
+        from .node_history import MAX_DAYS, WindowError, figure, window
+        from .selectors import node_history, node_may_see
+
+        context = super().get_context_data(**kwargs)
+        host = kwargs["host"]
+        if not HOSTNAME.match(host) or len(host) > 64 or not node_may_see(self.request.user, host):
+            raise Http404("no such node")
+        params = self.request.GET
+        days = params.get("days", "")
+        problem = None
+        try:
+            if days and not (params.get("since") or params.get("until")):
+                if not days.isdigit() or not 1 <= int(days) <= MAX_DAYS:
+                    raise WindowError("days", f"days must be a whole number from 1 to {MAX_DAYS}")
+                until = timezone.now()
+                since, until = until - timedelta(days=int(days)), until
+            else:
+                since, until = window(params.get("since"), params.get("until"))
+        except WindowError as exc:
+            problem = str(exc)
+            since, until = window()
+        history = node_history(self.request.user, host, since, until)
+        context.update(host=host, history=history, problem=problem, days=days or "7",
+                       figure=json.loads(json.dumps(figure(history), cls=PlotlyJSONEncoder)),
+                       visible_jobs=[job for job in history["jobs"] if job["visible"]],
+                       hidden_jobs=sum(1 for job in history["jobs"] if not job["visible"]),
+                       day_choices=(1, 3, 7, 14, 31))
+        return context

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from apps.jobs.models import JobStateChoices
 
-from .backends.base import DEFAULT_STATS, Query
+from .backends.base import DEFAULT_STATS, HOST_COLUMNS, Query
 from .choices import JobTelemetryStatusChoices
 from .models import JobTelemetry
 from .products import JobCube
@@ -224,3 +224,43 @@ def job_thermal_outliers(job, now=None) -> list:
         found = [o.as_dict() for o in thermal.outliers(frame)]
         cache.set(key, found, 600)
     return found
+
+
+# -- host samples (hostfields: the CPU side of the node, issue 39) ----------------------------------------------------
+
+HOST_ROW_FIELDS = ("host_cpu_busy", "host_mem_used", "host_mem_total", "host_dataloader_cpu", "host_job_cpu")
+
+
+def job_host_samples(job, fields=HOST_ROW_FIELDS, margin: timedelta = timedelta(0)) -> pd.DataFrame:
+    """The host samples (``HOST_COLUMNS``) of the job's nodes over its run (± ``margin``): node and NUMA domains, GPU
+    memory domains, and only this job's own steps (``job<id>.*``), never another job's on a shared node."""
+    if job.start_time is None or not job.node_list:
+        return pd.DataFrame(columns=HOST_COLUMNS)
+    start, end = job.start_time - margin, (job.end_time or timezone.now()) + margin
+    frame = telemetry_store().read_host(job.cluster.name, hosts=list(job.node_list), fields=list(fields),
+                                        start=start, end=end)
+    steps = frame["domain"].str.startswith("job")
+    return frame[~steps | frame["domain"].str.startswith(f"job{job.job_id}.")].reset_index(drop=True)
+
+
+def host_row(frame: pd.DataFrame, step: float) -> dict:
+    """Per epoch-aligned bucket of ``step`` seconds, over the job's nodes: the mean CPU busy share of the nodes, the
+    mean data-loader CPU share of the job's steps, the host memory used (share of the total). {"times": bucket starts
+    (datetime64[ns] UTC, naive), "cpu_busy", "loader_cpu", "mem_used": arrays with NaN where unknown}."""
+    if frame is None or frame.empty:
+        return {"times": pd.DatetimeIndex([]).to_numpy(), "cpu_busy": [], "loader_cpu": [], "mem_used": []}
+    step_ns = int(step * 1e9)
+    ns = frame["ts"].astype("int64").to_numpy()
+    work = frame.assign(bucket=(ns // step_ns) * step_ns)
+    node = work[work["domain"] == "node"]
+    steps = work[work["domain"].str.startswith("job")]
+    cpu = node[node["field"] == "host_cpu_busy"].groupby("bucket")["value"].mean()
+    loader = steps[steps["field"] == "host_dataloader_cpu"].groupby("bucket")["value"].mean()
+    used = node[node["field"] == "host_mem_used"].groupby("bucket")["value"].sum()
+    total = node[node["field"] == "host_mem_total"].groupby("bucket")["value"].sum()
+    buckets = sorted(set(cpu.index) | set(loader.index) | set(used.index))
+    share = (used / total).reindex(buckets) if len(total) else pd.Series(float("nan"), index=buckets)
+    return {"times": pd.to_datetime(buckets, unit="ns").to_numpy(),
+            "cpu_busy": cpu.reindex(buckets).to_numpy(dtype="float64"),
+            "loader_cpu": loader.reindex(buckets).to_numpy(dtype="float64"),
+            "mem_used": share.to_numpy(dtype="float64")}

@@ -62,6 +62,7 @@ SEES = {
     "admin": {"staff"},
     "triage": {"staff"},  # the staff triage inbox
     "campaign": {"owner", "member", "staff"},  # whoever sees every job of it (the job's token sees one of two)
+    "node": {"owner", "member", "staff"},  # a node's history: staff and whoever sees a job that ran on it, no token
 }
 # Who may change an object of each kind.
 WRITES = {
@@ -74,6 +75,7 @@ WRITES = {
     "admin": {"staff"},
     "triage": {"staff"},
     "campaign": {"owner", "staff"},
+    "node": {"staff"},
 }
 # Patterns anyone may request without logging in (by route name).
 PUBLIC = {"accounts:login", "accounts:logout", "healthz", "demo-build", "api-schema", "api-docs", "api-redoc", "edf:schema",
@@ -198,7 +200,11 @@ KWARGS = {
         ("campaigns/", lambda w: Fill(w["campaign"].pk, w["campaign"].pk + 1000, "campaign")),
         ("api/v1/campaigns/", lambda w: Fill(w["campaign"].pk, w["campaign"].pk + 1000, "campaign")),
     ]),
-    "host": lambda w, p: Fill("nid001234", "nid999999", "machine"),
+    "host": _by_route([  # a node's history (issue 39) spans the jobs that ran there: who may see one of them sees it
+        ("nodes/", lambda w: Fill("nid001234", "nid999999", "node")),
+        ("api/v1/nodes/<str:host>/history/", lambda w: Fill("nid001234", "nid999999", "node")),
+        ("", lambda w: Fill("nid001234", "nid999999", "machine")),
+    ]),
     "hostname": lambda w, p: Fill("nid001234", "nid999999", "machine"),
     "slug": lambda w, p: Fill(w["rule"].slug, "no-such-rule", "machine"),
     "table": lambda w, p: Fill("gpus"),

@@ -1,6 +1,7 @@
 """Response shapes of the application-metrics API, for drf-spectacular (documentation only)."""
 from rest_framework import serializers
 
+from ..events import KINDS
 from .serializers import ModelConfigSerializer
 
 
@@ -48,9 +49,22 @@ class ModelResponse(ModelConfigSerializer):
 class EventBody(serializers.Serializer):
     start = serializers.DateTimeField()
     end = serializers.DateTimeField(allow_null=True)
-    kind = serializers.ChoiceField(choices=["checkpoint", "straggler", "throttling", "evaluation", "restart", "unknown"])
+    kind = serializers.ChoiceField(choices=list(KINDS), help_text="host: the GPUs waited on their data loaders")
     reason = serializers.CharField()
     dip = serializers.FloatField(help_text="fraction of the steady throughput lost (0.4: 40 % below it)")
+
+
+class HostBoundBody(serializers.Serializer):
+    """A host-bound job (apps/appmetrics/hostbound.py): its slow iterations with saturated data loaders and idle GPUs."""
+
+    kind = serializers.CharField()
+    sentence = serializers.CharField()
+    slow_share = serializers.FloatField(help_text="share of the iterations that ran slow, checkpoints' own left out")
+    loader_cpu = serializers.FloatField(help_text="the data-loader workers' CPU share then, 0-1")
+    gpu_idle = serializers.FloatField(help_text="the share of the GPUs idle then, 0-1")
+    limiter = serializers.CharField()
+    action = serializers.CharField()
+    checkpoint_iterations = serializers.IntegerField()
 
 
 class EfficiencyResponse(serializers.Serializer):
@@ -70,4 +84,5 @@ class EfficiencyResponse(serializers.Serializer):
     model = serializers.DictField(allow_null=True)
     coverage = MetricsCoverage()
     events = EventBody(many=True)
+    host_bound = HostBoundBody(allow_null=True, help_text="the GPUs wait on the host (data loading); null when not")
     missing = serializers.ListField(child=serializers.CharField(), help_text="why a number is absent")
