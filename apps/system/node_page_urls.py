@@ -6,5 +6,6 @@ from . import views
 app_name = "nodes"
 
 urlpatterns = [
+    path("", views.node_lookup, name="lookup"),
     path("<str:host>/", views.NodeHistoryPageView.as_view(), name="detail"),
 ]

@@ -112,3 +112,15 @@ class NodeHistoryPageView(LoginRequiredMixin, TemplateView):
                        hidden_jobs=sum(1 for job in history["jobs"] if not job["visible"]),
                        day_choices=(1, 3, 7, 14, 31))
         return context
+
+
+def node_lookup(request):
+    """/nodes/?host=nid001234 (the system page's form) -> /nodes/nid001234/; a bad or missing name back to /system/."""
+    from django.shortcuts import redirect
+
+    from apps.telemetry.ingest import HOSTNAME
+
+    host = request.GET.get("host", "").strip()
+    if not host or len(host) > 64 or not HOSTNAME.match(host):
+        return redirect("system:index")
+    return redirect("nodes:detail", host=host)

@@ -614,6 +614,10 @@ JOB_PAGE_LIVE_SECONDS = env.int("JOB_PAGE_LIVE_SECONDS", default=30)
 # their data, like the saturation product, change at once when it does).
 JOB_PAGE_CACHE_SECONDS = env.int("JOB_PAGE_CACHE_SECONDS", default=15)
 
+# The host side (issue 39): page cache resident in GPU memory (coherent-memory nodes such as GH200) of at least this
+# many GB (10^9 bytes) on one GPU, before or during a job, is a finding on its page and a pre-flight fact.
+HOST_PAGE_CACHE_GPU_GB = env.float("HOST_PAGE_CACHE_GPU_GB", default=4.0)
+
 # Training campaigns (apps/campaigns): a campaign's goodput is kept this many seconds under the data it reads (its
 # jobs, the application series written, the scores; 0 computes it on every request), and beat looks for new
 # campaigns among the synced jobs every CAMPAIGN_DETECT_SECONDS.

@@ -119,3 +119,10 @@ def test_the_page_draws_the_history_and_names_only_visible_jobs(client, world):
     assert client.get(f"/nodes/{HOST}/?days=99").status_code == 200  # said on the page, the default window shown
     client.force_login(world["users"]["other"])
     assert client.get("/nodes/nid009999/").status_code == 404
+
+
+def test_the_system_page_leads_to_a_nodes_history(client, world):
+    client.force_login(world["users"]["owner"])
+    assert 'id="node-lookup"' in client.get("/system/").content.decode()
+    assert client.get("/nodes/?host=nid001234").url == f"/nodes/{HOST}/"
+    assert client.get("/nodes/?host=../etc").url == "/system/"
