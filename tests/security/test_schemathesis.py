@@ -37,9 +37,11 @@ from tests.demo_snapshot import load_demo
 pytestmark = [pytest.mark.django_db]
 
 # Examples per operation, identity and generation mode; Hypothesis stops early for operations whose
-# inputs have fewer distinct values, which is why the total is counted and asserted below.
-EXAMPLES = 15
-MIN_REQUESTS = 3000
+# inputs have fewer distinct values, which is why the total is counted and asserted below. 15 sent 3,750 requests in
+# 207 s of CI; since staff's requests reach real objects (issue 33) 10 are enough: 2,878 requests with the APIs of
+# issues 36-38 (1,131 answered 2xx) in 132 s on a busy machine.
+EXAMPLES = 10
+MIN_REQUESTS = 2400
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
