@@ -27,6 +27,15 @@ def flight_analysis_get(job) -> FlightAnalysis | None:
     return memo
 
 
+def hang_words(job) -> str | None:
+    """The analysis' one-line verdict when the job's ranks were stuck or disagreed (``hang``, ``mismatch``); None
+    without dumps or when they show a healthy job (``apps.core.hang_verdicts``' source)."""
+    analysis = flight_analysis_get(job)
+    if analysis is None or analysis.status not in ("hang", "mismatch"):
+        return None
+    return (analysis.body or {}).get("verdict") or None
+
+
 def flight_dump_count(job) -> int:
     return FlightDump.objects.filter(job=job).count()
 

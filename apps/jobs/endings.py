@@ -63,11 +63,13 @@ def signal_of(exit_code: int | None, signal: int | None) -> int | None:
 
 def ending(*, state: str, exit_code: int | None = None, signal: int | None = None, reason: str = "",
            elapsed_s: float | None = None, limit_minutes: int | None = None, when: str = "", nodes: int | None = None,
-           steps: list[Step] | tuple = ()) -> Ending | None:
+           steps: list[Step] | tuple = (), hang: str | None = None) -> Ending | None:
     """The first-screen finding of a job that ended badly; None when it completed with exit code 0 (or runs).
 
     ``when``: the end in words ("14:02 UTC"); ``elapsed_s``: how long it ran; ``reason``: Slurm's reason
-    (``state_reason``), said as it is when Slurm gave one."""
+    (``state_reason``), said as it is when Slurm gave one. ``hang``: the Flight Recorder's verdict when the job's
+    ranks were stuck in a collective (``apps.core.hang_verdicts``): then the hang is the likely cause, whatever
+    ended the job, and more time or a plain resubmission is not the advice."""
     state = (state or "").upper()
     sig = signal_of(exit_code, signal)
     code = None if sig and exit_code is not None and exit_code > 128 else exit_code
@@ -89,6 +91,13 @@ def ending(*, state: str, exit_code: int | None = None, signal: int | None = Non
         return None  # running, pending, or a state Slurm did not say
     level = LEVELS.get(state, "warning")
     how = ", ".join(facts)
+    if hang and state in LEVELS:
+        stopped = {"TIMEOUT": f"reached its time limit{at}{ran} while stuck: Slurm stopped it",
+                   "CANCELLED": f"was cancelled{at}{ran} while stuck"}.get(state, f"{'failed' if state == 'FAILED' else state.lower().replace('_', ' ')}{at}{ran}")
+        return Ending("critical", f"The job {stopped}" + (f" ({how})" if how and state != "TIMEOUT" else "") + ".",
+                      f"a stuck collective, found in its Flight Recorder dumps: {hang}." + by_slurm,
+                      "More time would only wait longer: resubmit without the culprit's node (--exclude=<node>) and tell "
+                      "staff; the Stuck collectives panel shows who reached where.", facts)
     if state == "TIMEOUT":
         limit = f" of {duration_words(limit_minutes * 60)}" if limit_minutes else ""
         return Ending(level, f"The job reached its time limit{limit}{at}{ran}: Slurm stopped it.",

@@ -1,11 +1,12 @@
 """The job app's own panels on its page: timeline and steps, and how scripts in the job reach the portal."""
 from django.urls import reverse
 
+from apps.core.hang_verdicts import hang_verdict
 from apps.core.numbers import clock, duration_words
 from apps.core.panels import Fact, Finding, JobPanel, PanelSummary, register_job_panel
 
 from .choices import JobStateChoices
-from .endings import Step, ending
+from .endings import LEVELS as ENDED_BADLY, Step, ending
 
 
 def timeline_context(job, request) -> dict:
@@ -41,9 +42,10 @@ def job_ending(job):
         return None
     elapsed = (job.end_time - job.start_time).total_seconds() if job.start_time else None
     steps = [Step(step.step_id, step.name, step.state, step.exit_code) for step in job.steps.all()[:50]]
+    hang = hang_verdict(job) if job.state in ENDED_BADLY else None  # a completed job was not stuck
     return ending(state=job.state, exit_code=job.exit_code, signal=job.signal, reason=job.state_reason,
                   elapsed_s=elapsed, limit_minutes=job.time_limit_minutes, when=clock(job.end_time, job.start_time),
-                  nodes=job.node_count, steps=steps)
+                  nodes=job.node_count, steps=steps, hang=hang)
 
 
 def scripts_context(job, request) -> dict:

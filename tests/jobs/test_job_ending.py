@@ -106,3 +106,23 @@ def test_a_cancelled_job_says_it_was_cancelled_and_a_clean_one_says_nothing(alic
     clean = make_job("COMPLETED", exit_code=0, job_id=1200413)
     html = alice_client.get(f"/jobs/alps/{clean.job_id}/summary/").content.decode()
     assert not any("The job" in item for item in findings_of(html))
+
+
+def test_a_job_the_flight_recorder_found_stuck_is_told_the_hang_not_to_ask_for_more_time():
+    """Issue 36: a timed-out job whose ranks were stuck in a collective: the hang is the likely cause; "a longer
+    --time" would only wait longer."""
+    from apps.jobs.endings import ending
+
+    verdict = "rank 37 never entered all_reduce #23 of data-parallel group 5 (7 of 8 ranks waited 10 min)"
+    plain = ending(state="TIMEOUT", elapsed_s=4 * 3600, limit_minutes=240, when="06:11 UTC")
+    assert "longer --time" in plain.action and plain.level == "warning"
+    stuck = ending(state="TIMEOUT", elapsed_s=4 * 3600, limit_minutes=240, when="06:11 UTC", hang=verdict)
+    assert stuck.level == "critical"
+    assert stuck.title == "The job reached its time limit at 06:11 UTC after 4 h while stuck: Slurm stopped it."
+    assert verdict in stuck.cause and "stuck collective" in stuck.cause
+    assert "longer --time" not in stuck.action and "--exclude" in stuck.action
+    # the NCCL watchdog's abort (SIGABRT) with a verdict says the same cause
+    aborted = ending(state="FAILED", exit_code=134, hang=verdict)
+    assert verdict in aborted.cause and "signal 6" in aborted.title
+    # a clean end is not a hang, whatever a source says
+    assert ending(state="COMPLETED", exit_code=0, hang=verdict) is None
