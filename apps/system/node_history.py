@@ -87,7 +87,7 @@ def figure(history: dict) -> dict:
     if cache:
         rows.append(_row("page cache in GPU memory (GB)",
                          [_line(times, [None if v is None else round(v / 1e9, 2) for v in values], f"GPU {gpu}",
-                                GPU_COLOURS[int(gpu) % 8], "%{y:.1f} GB", legendgroup=f"gpu{gpu}", showlegend=False)
+                                GPU_COLOURS[int(gpu) % 8], "%{y:.1f} GB", showlegend=False)
                           for gpu, values in sorted(cache.items(), key=lambda kv: int(kv[0]))]))
     nics = history.get("nics") or {}
     if nics:
@@ -107,9 +107,10 @@ def figure(history: dict) -> dict:
     n = max(n, 1)
     gap = 0.04
     height = (1.0 - gap * (n - 1)) / n
-    layout = {"height": 150 * n + 90, "margin": {"l": 80, "r": 20, "t": 10, "b": 40}, "plot_bgcolor": "white",
+    layout = {"height": 150 * n + 110, "margin": {"l": 80, "r": 20, "t": 50, "b": 40}, "plot_bgcolor": "white",
               "hovermode": "closest", "showlegend": True, "uirevision": "node-history",
-              "legend": {"orientation": "h", "y": -0.04, "yanchor": "top", "font": {"size": 11}}}
+              "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
+                         "font": {"size": 11}}}
     axes = []
     index = 0
 
@@ -161,7 +162,8 @@ def figure(history: dict) -> dict:
                            "x1": change["time"], "y0": 0, "y1": 1, "line": {"color": "#b3261e", "width": 1, "dash": "dot"}})
         if axes:
             annotations.append({"x": change["time"], "y": 1, "xref": "x", "yref": "y domain", "showarrow": False,
-                                "text": f"{change['from_state']} → {change['to_state']}", "yanchor": "bottom",
+                                "text": f"{change['from_state']} → {change['to_state']} ", "yanchor": "top",
+                                "xanchor": "right", "bgcolor": "rgba(255,255,255,0.8)",
                                 "font": {"size": 10, "color": "#b3261e"}})
     if axes:
         layout[f"xaxis{axes[-1]}"].update(showticklabels=True, title={"text": "time (UTC)", "font": {"size": 11}})

@@ -110,7 +110,8 @@ class NodeHistoryPageView(LoginRequiredMixin, TemplateView):
                        figure=json.loads(json.dumps(figure(history), cls=PlotlyJSONEncoder)),
                        visible_jobs=[job for job in history["jobs"] if job["visible"]],
                        hidden_jobs=sum(1 for job in history["jobs"] if not job["visible"]),
-                       day_choices=(1, 3, 7, 14, 31))
+                       day_choices=sorted({1, 3, 7, 14, 31} | ({int(days)} if days.isdigit() and 1 <= int(days) <= MAX_DAYS
+                                                                else set())))
         return context
 
 

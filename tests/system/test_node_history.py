@@ -17,7 +17,13 @@ GB = 1e9
 
 @pytest.fixture
 def world(db, make_user, store):
-    from apps.vetting.models import NodeHealthEvent, VettingResult, VettingRun
+    return build_node_world(make_user, store)
+
+
+def build_node_world(make_user, store) -> dict:
+    """Four people, two jobs on nid001234 (the owner's 30 h ago, another project's 12 h ago), 30 h of GPU, host and NIC
+    samples, a failed vetting result and a health change."""
+    from apps.vetting.models import NodeHealth, NodeHealthEvent, VettingResult, VettingRun
 
     now = timezone.now().replace(microsecond=0)
     users = {"owner": make_user("olive", accounts=["a-llm01"]), "member": make_user("mia", accounts=["a-llm01"]),
@@ -49,6 +55,7 @@ def world(db, make_user, store):
                                  status="FAILED", outcome="fail", job_id_number=4343, user_name="oscar", account="a-moe02")
     NodeHealthEvent.objects.create(host=HOST, from_state="healthy", to_state="suspect", action="rule", actor="rule:x v1",
                                    reason="2 failures in 7 days")
+    NodeHealth.objects.create(host=HOST, state="suspect", reason="2 failures in 7 days", since=now - timedelta(hours=1))
     return {"users": users, "own": own}
 
 
@@ -70,7 +77,7 @@ def test_the_owner_sees_the_nodes_history_with_others_jobs_unnamed(api_client, w
     assert 0.5 in body["host_metrics"]["cpu_busy"] and 0.25 in body["host_metrics"]["mem_used"]
     assert 1e9 in body["nics"]["hsn0"]  # 600 GB per 10 min: 1 GB/s
     assert [(v["eval_name"], v["outcome"]) for v in body["vetting"]] == [("nccl-allreduce", "fail")]
-    assert body["health"][0]["to_state"] == "suspect" and body["state"] == "healthy"
+    assert body["health"][0]["to_state"] == "suspect" and body["state"] == "suspect"
 
 
 def test_who_may_see_a_node_follows_the_jobs_rules(api_client, world):
