@@ -302,3 +302,7 @@ def feed_fabric(context) -> dict:
         return {"port_samples": telemetry_store().write_net(_fabric_frame(moments, memory))}
     except TelemetryUnavailable:
         return {}
+
+
+# The host side of the GH200 nodes (issue 39): its own module, registered with the demo here.
+from . import host_demo  # noqa: E402,F401
