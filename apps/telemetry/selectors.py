@@ -264,3 +264,25 @@ def host_row(frame: pd.DataFrame, step: float) -> dict:
             "cpu_busy": cpu.reindex(buckets).to_numpy(dtype="float64"),
             "loader_cpu": loader.reindex(buckets).to_numpy(dtype="float64"),
             "mem_used": share.to_numpy(dtype="float64")}
+
+
+PREFLIGHT_SPAN = timedelta(minutes=10)
+
+
+def page_cache_before(job, threshold_bytes: float) -> list[dict]:
+    """The job's GPUs that held ``threshold_bytes`` or more of page cache in their memory in the ``PREFLIGHT_SPAN`` before
+    it started (``host_analysis.page_cache_in_gpu``; the pre-flight's fact, issue 39), cached for the job's start."""
+    from django.core.cache import cache
+
+    from . import host_analysis
+
+    if job.start_time is None or not job.node_list:
+        return []
+    key = f"telemetry:page-cache-before:{job.pk}:{job.start_time.timestamp():.0f}:{threshold_bytes:.0f}"
+    found = cache.get(key)
+    if found is None:
+        frame = telemetry_store().read_host(job.cluster.name, hosts=list(job.node_list), fields=["host_gpu_page_cache"],
+                                            start=job.start_time - PREFLIGHT_SPAN, end=job.start_time)
+        found = host_analysis.page_cache_in_gpu(frame, threshold_bytes, "before the job")
+        cache.set(key, found, 600)
+    return found

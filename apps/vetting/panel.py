@@ -126,6 +126,11 @@ def summary(job) -> PanelSummary | None:
                     "critical" if during else level, "fact-vetting")
     facts = [fact]
     preflight = job_preflight(job)
+    cached = preflight.get("page_cache_in_gpu") or []
+    if cached:  # issue 39: what the job's GPUs held before it ran, named where the pre-flight is
+        facts.append(Fact("Page cache in GPU memory", f"{len(cached):,} GPU{'s' if len(cached) != 1 else ''} before start",
+                          "; ".join(item["sentence"] for item in cached[:3]) + (" …" if len(cached) > 3 else ""),
+                          "warning", "fact-page-cache"))
     if preflight["checked"]:
         failed = [f["host"] for f in preflight["failed"]]
         facts.append(Fact("Pre-flight", f"{len(preflight['passed']):,} of {count(preflight['nodes'], 'node')} passed",

@@ -271,4 +271,19 @@ def job_preflight(job) -> dict:
               for h, checks in sorted(by_host.items()) if h not in passed]
     return {"nodes": len(hosts), "checked": len(by_host), "passed": passed,
             "passed_hostlist": hostlist.collect_hostlist(passed) if passed else "",
-            "failed": failed, "not_checked": sorted(set(hosts) - set(by_host))}
+            "failed": failed, "not_checked": sorted(set(hosts) - set(by_host)),
+            "page_cache_in_gpu": _page_cache_before(job)}
+
+
+def _page_cache_before(job) -> list[dict]:
+    """Page cache held in the job's GPUs' memory just before it started (host samples, issue 39): a fact about the nodes
+    the job was given, beside the pre-flight's checks; [] without host samples or a store."""
+    from django.conf import settings
+
+    from apps.telemetry.backends.base import TelemetryUnavailable
+    from apps.telemetry.selectors import page_cache_before
+
+    try:
+        return page_cache_before(job, float(settings.HOST_PAGE_CACHE_GPU_GB) * 1e9)
+    except TelemetryUnavailable:
+        return []

@@ -26,7 +26,7 @@ def build(store, job_id, **options):
     data = data_loader_job(NODES, job_id, start, 3600, **options)
     store.write(data["gpu"])
     host = data["host"]
-    before = host[host["ts"] == host["ts"].min()].assign(ts=pd.Timestamp(start) - pd.Timedelta(minutes=30))
+    before = host[host["ts"] == host["ts"].min()].assign(ts=pd.Timestamp(start) - pd.Timedelta(minutes=5))
     store.write_host(pd.concat([before, host], ignore_index=True))
     store.write_job_series(data["app"])
     job_telemetry_refresh(job)
@@ -53,6 +53,9 @@ def test_a_job_waiting_on_its_data_loaders_is_named_with_its_host_row(store, cli
     assert "Page cache holds 23 GB of GPU memory on nid001234 GPU 1 before the job." in titles
     assert "Page cache holds 23 GB of GPU memory on nid001234 GPU 1 during the job." in titles
     assert not any("GPU 0" in t for t in titles)  # 0.3 GB is below the threshold
+    from apps.vetting.selectors import job_preflight  # the same fact where vetting reads the job's pre-flight
+    assert [item["sentence"] for item in job_preflight(job)["page_cache_in_gpu"]] == [
+        "page cache holds 23 GB of GPU memory on nid001234 GPU 1 before the job"]
     make_user("olive", accounts=["a-llm01"])
     client.login(username="olive", password="pw-for-tests-1")
     figure = client.get(f"/jobs/alps/4242/panels/appmetrics/throughput.json").json()
