@@ -24,6 +24,12 @@ the retry handler's statistics /var/run/cxi/cxiN/<stat>, the link state
 names (apps/telemetry/netfields.py), counters cumulative as the driver reports them. cxiN is mapped
 to its interface through the PCI device (/sys/class/cxi/cxiN/device/net/<iface>).
 
+It reads the host side too (--host-metrics auto|on|off): CPU busy/iowait/steal per node and NUMA domain from
+/proc/stat, memory, swap and memory pressure, the NUMA nodes' meminfo (on GH200 the GPUs' memory is a NUMA node
+without CPUs: its page cache is page cache in GPU memory), and the Slurm job steps' CPU from their cgroup v2 and
+processes (ranks and their data-loader workers), as rows {"ts", "host", "host_metrics": "numa0", "field":
+"host_cpu_busy", "value"} (apps/telemetry/hostfields.py).
+
 At the start it also sends the node's versions once (--versions on, the default): driver, CUDA driver, VBIOS,
 InfoROM and serial from `nvidia-smi`, and the job's communication stack (NCCL, the OFI NCCL plugin,
 libfabric, its CXI provider, the container image digest) from the environment, the libraries on
