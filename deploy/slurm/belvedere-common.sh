@@ -318,7 +318,7 @@ job_patterns() {
     # accepts the other's).
     JOB_SETTINGS="BELVEDERE_URL BELVEDERE_TOKEN_FILE BELVEDERE_CLUSTER BELVEDERE_JOB_TOKEN_DIR
 BELVEDERE_JOB_TOKENS BELVEDERE_TIMEOUT BELVEDERE_DISCOVERY_SCRIPT BELVEDERE_LOG_STDERR
-BELVEDERE_EPILOG_JITTER"
+BELVEDERE_EPILOG_JITTER BELVEDERE_FLIGHTREC_DIR BELVEDERE_FLIGHTREC_MAX_MB BELVEDERE_FLIGHTREC_TIMEOUT"
     JOB_ID_RE='[1-9][0-9]{0,11}'
     CLUSTER_RE='[A-Za-z0-9_-]{1,64}'
     USER_RE='[A-Za-z0-9_.@-]{1,64}'
@@ -327,6 +327,8 @@ BELVEDERE_EPILOG_JITTER"
     HOSTLIST_RE='[]A-Za-z0-9._,[-]+'
     # The characters the TaskProlog accepts in BELVEDERE_JOB_TOKEN_DIR.
     DIR_RE='/[A-Za-z0-9._/-]*'
+    UID_RE='[0-9]{1,10}'
+    JOB_TOKEN_RE='bvj_[A-Za-z0-9_-]{20,200}'
 }
 
 job_config_checks() {  # BELVEDERE_TIMEOUT: 1 to 60 seconds; BELVEDERE_JOB_TOKEN_DIR without a
@@ -370,4 +372,155 @@ add_partition_and_nodes() {  # appends the job's partition and node list to BODY
             note "node list $(shown "$nodes")"
         fi
     fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch Flight Recorder dumps (issue 36): <BELVEDERE_FLIGHTREC_DIR>/<job id>/nccl_trace_rank_<N>
+# The Prolog makes the job's folder (the job's user's, mode 0700) in a directory of root's that
+# nobody else can write, the TaskProlog points TORCH_NCCL_DEBUG_INFO_TEMP_FILE into it, and the
+# Epilog's detached sender reads the dumps *as the job's user* (a user who swaps a dump for a
+# link or a hard link to a file of root's gets nothing root could read), posts them as one
+# .tar.gz with the job's token and removes the folder.
+# ---------------------------------------------------------------------------------------------
+# shellcheck disable=SC2034  # FLIGHTREC_PREFIX is the Prolog's and the TaskProlog's
+flightrec_config_checks() {  # defaults and bounds of the BELVEDERE_FLIGHTREC_* settings, and the
+    # names of the dumps
+    FLIGHTREC_PREFIX=nccl_trace_rank_
+    FLIGHTREC_NAME_RE='nccl_trace_rank_[A-Za-z0-9._-]{1,64}'
+    : "${BELVEDERE_FLIGHTREC_DIR:=}"
+    : "${BELVEDERE_FLIGHTREC_MAX_MB:=256}"
+    : "${BELVEDERE_FLIGHTREC_TIMEOUT:=60}"
+    while :; do
+        case $BELVEDERE_FLIGHTREC_DIR in ?*/) BELVEDERE_FLIGHTREC_DIR=${BELVEDERE_FLIGHTREC_DIR%/} ;; *) break ;; esac
+    done
+    case $BELVEDERE_FLIGHTREC_MAX_MB in
+        '' | *[!0-9]* | 0) note "BELVEDERE_FLIGHTREC_MAX_MB $(shown "$BELVEDERE_FLIGHTREC_MAX_MB") is not a number of MB; using 256"; BELVEDERE_FLIGHTREC_MAX_MB=256 ;;
+    esac
+    [ "${#BELVEDERE_FLIGHTREC_MAX_MB}" -le 6 ] || BELVEDERE_FLIGHTREC_MAX_MB=256
+    case $BELVEDERE_FLIGHTREC_TIMEOUT in
+        '' | *[!0-9]* | 0) note "BELVEDERE_FLIGHTREC_TIMEOUT $(shown "$BELVEDERE_FLIGHTREC_TIMEOUT") is not a number of seconds; using 60"; BELVEDERE_FLIGHTREC_TIMEOUT=60 ;;
+    esac
+    [ "${#BELVEDERE_FLIGHTREC_TIMEOUT}" -le 4 ] && [ "$BELVEDERE_FLIGHTREC_TIMEOUT" -le 600 ] || BELVEDERE_FLIGHTREC_TIMEOUT=600
+    # What the job's user sees in its folder: "<bytes> <name>" per regular file of its own (no link)
+    # whose name starts with the dump prefix. Run as that user, so it reads only what the user may.
+    # shellcheck disable=SC2016  # expanded by the sh that runs it
+    FLIGHTREC_LIST='cd -- "$1" || exit 3
+    for name in nccl_trace_rank_*; do
+        if [ -f "$name" ] && [ ! -h "$name" ] && [ -O "$name" ] && [ -r "$name" ]; then
+            size=$(stat -c %s -- "$name" 2>/dev/null) && printf "%s %s\n" "$size" "$name"
+        elif [ -e "$name" ] || [ -h "$name" ]; then
+            printf "skip %s\n" "$name"
+        fi
+    done'
+    # A .tar.gz of the named files (one a line on stdin) on stdout; GNU tar stores a link as a link
+    # (never what it points to) and --no-recursion keeps a name swapped for a directory from growing.
+    # shellcheck disable=SC2016
+    FLIGHTREC_TAR='cd -- "$1" && exec tar -czf - --no-recursion -T -'
+}
+
+flightrec_base_usable() {  # $1: 1 to create the directory when missing; sets FR_BASE; fails
+    # (with a note) unless BELVEDERE_FLIGHTREC_DIR is a real directory of ours nobody else can write
+    FR_BASE=$BELVEDERE_FLIGHTREC_DIR
+    if ! matches "$FR_BASE" "$DIR_RE"; then
+        note "BELVEDERE_FLIGHTREC_DIR $(shown "$FR_BASE") is not an absolute path of [A-Za-z0-9._/-]"
+        return 1
+    fi
+    if [ "$1" = 1 ] && [ ! -e "$FR_BASE" ] && [ ! -L "$FR_BASE" ]; then
+        # shellcheck disable=SC2174  # parents get 0755 too, from the umask
+        mkdir -p -m 0755 "$FR_BASE" 2>/dev/null
+    fi
+    # Users must not be able to make or rename the job folders in it: root creates, reads the
+    # names of and removes what is there.
+    if ! own_directory "$FR_BASE"; then
+        note "Flight Recorder directory $(shown "$FR_BASE") is missing, a link, or not owned by $(id -un 2>/dev/null)"
+        return 1
+    fi
+    fr_mode=$(file_mode "$FR_BASE")
+    if writable_by_others "$fr_mode"; then
+        note "Flight Recorder directory $(shown "$FR_BASE") is writable by group or others (mode $fr_mode)"
+        return 1
+    fi
+    return 0
+}
+
+flightrec_job_ids() {  # sets FR_UID and FR_GID from SLURM_JOB_UID and SLURM_JOB_GID; fails with a note
+    FR_UID=${SLURM_JOB_UID:-}
+    if ! matches "$FR_UID" "$UID_RE"; then
+        note "SLURM_JOB_UID $(shown "$FR_UID") is not a uid"
+        return 1
+    fi
+    # Without the job's group, the dumps are read with nobody's group: the user's own files need
+    # only the user's uid.
+    FR_GID=${SLURM_JOB_GID:-}
+    matches "$FR_GID" "$UID_RE" || FR_GID=65534
+    return 0
+}
+
+flightrec_as_job_user() {  # runs "$@" as the job's user (FR_UID, FR_GID), in /
+    if [ "$(id -u)" = "$FR_UID" ]; then
+        (cd / && "$@")
+        return
+    fi
+    [ "$(id -u)" = 0 ] || return 126
+    command -v setpriv >/dev/null 2>&1 || return 127
+    (cd / && setpriv --reuid="$FR_UID" --regid="$FR_GID" --clear-groups -- "$@")
+}
+
+flightrec_folder() {  # the job's folder, checked; sets FR_FOLDER; fails with a note: "" when there
+    # is none (the job wrote no dumps, or the feature is off), else why it is not used
+    FR_FOLDER=""
+    [ -n "$BELVEDERE_FLIGHTREC_DIR" ] || return 1
+    matches "$JOB_ID" "$JOB_ID_RE" || return 1
+    flightrec_base_usable 0 || return 1
+    folder="$FR_BASE/$JOB_ID"
+    [ -e "$folder" ] || [ -L "$folder" ] || return 1
+    flightrec_job_ids || return 1
+    if [ -L "$folder" ] || [ ! -d "$folder" ]; then
+        note "Flight Recorder folder $(shown "$folder") is a link or not a directory; not read"
+        return 1
+    fi
+    owner=$(stat -c %u -- "$folder" 2>/dev/null)
+    if [ "$owner" != "$FR_UID" ]; then
+        note "Flight Recorder folder $(shown "$folder") belongs to uid $(shown "$owner"), not the job's user ($FR_UID); not read"
+        return 1
+    fi
+    FR_FOLDER=$folder
+    return 0
+}
+
+flightrec_pick() {  # lists FR_FOLDER as the job's user; sets FR_NAMES (one a line), FR_COUNT,
+    # FR_BYTES, FR_SKIPPED (links, others' files, odd names, files past the caps); fails when
+    # there is nothing to send
+    FR_NAMES=""
+    FR_COUNT=0
+    FR_BYTES=0
+    FR_SKIPPED=0
+    budget=$((BELVEDERE_FLIGHTREC_MAX_MB * 1048576))
+    per_dump=67108864  # the portal reads at most 64 MiB of a dump (FLIGHTREC_MAX_DUMP_BYTES)
+    listing=$(flightrec_as_job_user sh -c "$FLIGHTREC_LIST" sh "$FR_FOLDER" 2>/dev/null) || {
+        note "could not list $(shown "$FR_FOLDER") as uid $FR_UID"
+        return 1
+    }
+    # In name order, so that the cap keeps the same ranks every time.
+    while IFS=' ' read -r size name; do
+        [ -n "$size" ] || continue
+        if [ "$size" = skip ] || ! matches "$name" "$FLIGHTREC_NAME_RE" || ! matches "$size" '[0-9]{1,15}' ||
+            [ "$size" -gt "$per_dump" ] || [ $((FR_BYTES + size)) -gt "$budget" ]; then
+            FR_SKIPPED=$((FR_SKIPPED + 1))
+            continue
+        fi
+        FR_NAMES="$FR_NAMES$name$NL"
+        FR_COUNT=$((FR_COUNT + 1))
+        FR_BYTES=$((FR_BYTES + size))
+    done <<LISTING
+$(printf '%s\n' "$listing" | sort -k 2)
+LISTING
+    [ "$FR_SKIPPED" -gt 0 ] && note "$FR_SKIPPED file(s) in the Flight Recorder folder left out (links, not the job user's, odd names, or past BELVEDERE_FLIGHTREC_MAX_MB)"
+    [ "$FR_COUNT" -gt 0 ]
+}
+
+flightrec_discard() {  # removes the job's folder (root's directory, so the name cannot be swapped;
+    # rm never follows a link inside it)
+    [ -n "$FR_FOLDER" ] && rm -rf -- "$FR_FOLDER" 2>/dev/null
+    return 0
 }

@@ -3,17 +3,20 @@
 #
 # On each node of the job, after it: deletes <BELVEDERE_JOB_TOKEN_DIR>/job-<job id>.token (left
 # by belvedere-prolog.sh) and POSTs an `end` event to /api/v1/jobs/events/ from a detached
-# process, so the node is released at once. See deploy/slurm/README.md.
+# process, so the node is released at once; that process then posts the job's PyTorch Flight
+# Recorder dumps, if BELVEDERE_FLIGHTREC_DIR is set and <that dir>/<job id> holds any, with the
+# job's token and removes the folder. See deploy/slurm/README.md.
 #
 # Usage: belvedere-epilog.sh [--print | --foreground]
 #   (no option)   the Epilog mode: send in the background, return at once, always exit 0
-#   --print       print the JSON body that would be sent and exit (no network, no token, no files)
-#   --foreground  remove the token file, wait for the POST and exit with curl's status (also
-#                 BELVEDERE_EPILOG_FOREGROUND=1)
+#   --print       print the JSON body that would be sent and exit; say on stderr which dumps
+#                 would be posted (no network, no token, no files changed)
+#   --foreground  remove the token file, wait for the POSTs and exit with curl's status for the
+#                 end event (also BELVEDERE_EPILOG_FOREGROUND=1)
 #
 # A non-zero Epilog drains the node, and a slow one holds it, so the Epilog mode never fails and
-# never waits: no `set -e`, every error ends in `exit 0`, and the only network I/O (one POST)
-# runs detached from slurmd.
+# never waits: no `set -e`, every error ends in `exit 0`, and the only network I/O (the end event,
+# then the dumps) runs detached from slurmd.
 #
 # POSIX sh (dash, bash, busybox ash): Debian-style nodes run /bin/sh as dash.
 
@@ -76,6 +79,7 @@ load_config() {
     # (BELVEDERE_JOB_TOKENS and BELVEDERE_DISCOVERY_SCRIPT are the Prolog's; accepted here so
     # that both scripts can share one file.)
     job_config_checks
+    flightrec_config_checks
     case $BELVEDERE_EPILOG_JITTER in '' | *[!0-9]*) BELVEDERE_EPILOG_JITTER=5 ;; esac
     # The background child gets the resolved settings through its environment (see above).
     # shellcheck disable=SC2086,SC2163  # exports each variable that SETTINGS names, as intended
@@ -101,6 +105,12 @@ remove_job_token() {  # the job's token is of no use on this node any more; fail
     if writable_by_others "$(file_mode "$dir")"; then
         note "job token directory $(shown "$dir") is writable by group or others; token file left"
         return 1
+    fi
+    # The job's token, for its Flight Recorder dumps (the user may write anything in that file:
+    # only a job token's characters are taken).
+    if [ -n "$BELVEDERE_FLIGHTREC_DIR" ] && [ -f "$dir/job-$JOB_ID.token" ] && [ ! -L "$dir/job-$JOB_ID.token" ]; then
+        JOB_TOKEN=$(first_line "$dir/job-$JOB_ID.token" | tr -d '[:blank:]')
+        matches "$JOB_TOKEN" "$JOB_TOKEN_RE" || JOB_TOKEN=""
     fi
     # rm never follows a link; the second name is a temporary file of an interrupted Prolog.
     rm -f "$dir/job-$JOB_ID.token" "$dir/.job-$JOB_ID.token."?????? 2>/dev/null
@@ -173,10 +183,56 @@ post() {  # POSTs BODY within BELVEDERE_TIMEOUT seconds in all (one retry); logs
 }
 
 # ---------------------------------------------------------------------------------------------
+# The job's Flight Recorder dumps (issue 36; functions in belvedere-common.sh)
+# ---------------------------------------------------------------------------------------------
+flightrec_post() {  # tars the dumps of FR_FOLDER as the job's user, removes the folder, POSTs the
+    # archive with JOB_TOKEN to ?format=tar within BELVEDERE_FLIGHTREC_TIMEOUT; logs one line
+    NOTES=""
+    what="Flight Recorder dumps of job $JOB_ID in $FR_FOLDER"
+    if [ -z "$JOB_TOKEN" ]; then
+        flightrec_discard
+        log warning "$what not posted: no job token (the Prolog got none, or its file was gone); folder removed"
+        return 0
+    fi
+    if ! flightrec_pick; then
+        flightrec_discard
+        [ -n "$NOTES" ] && log warning "$(with_notes "no $what posted; folder removed")"
+        return 0
+    fi
+    archive=$(mktemp 2>/dev/null) || { flightrec_discard; log warning "$what not posted: no temporary file"; return 0; }
+    answer=$(mktemp 2>/dev/null) || answer=/dev/null
+    TMP_FILES="$TMP_FILES $archive $answer"
+    printf '%s' "$FR_NAMES" | flightrec_as_job_user sh -c "$FLIGHTREC_TAR" sh "$FR_FOLDER" >"$archive" 2>/dev/null
+    tarred=$?
+    flightrec_discard
+    if [ "$tarred" -ne 0 ] || [ ! -s "$archive" ]; then
+        log warning "$(with_notes "$what not posted: tar failed as uid $FR_UID (status $tarred); folder removed")"
+        return 0
+    fi
+    url="${BELVEDERE_URL%/}/api/v1/jobs/$BELVEDERE_CLUSTER/$JOB_ID/flight-recorder/?format=tar"
+    # The job token on curl's stdin, never on its command line (ps).
+    code=$(printf 'header = "Authorization: JobToken %s"\n' "$JOB_TOKEN" |
+        curl -q --config - --silent --show-error --max-time "$BELVEDERE_FLIGHTREC_TIMEOUT" --proto =http,https \
+            --user-agent "$TAG/1" --header 'Content-Type: application/octet-stream' --header 'Accept: application/json' \
+            --data-binary "@$archive" --output "$answer" --write-out '%{http_code}' "$url" 2>"$archive.err")
+    status=$?
+    reason=$(head -c 200 "$archive.err" 2>/dev/null | tr -c '[:print:]' ' ')
+    rm -f "$archive.err"
+    detail=$(head -c 300 "$answer" 2>/dev/null | tr -c '[:print:]' ' ')
+    what="$FR_COUNT Flight Recorder dump(s) of job $JOB_ID ($FR_BYTES bytes)"
+    case $code in
+        2??) log info "$(with_notes "posted $what to $(shown "$BELVEDERE_URL"): HTTP $code: $detail")" ;;
+        000 | '') log warning "$(with_notes "failed to post $what to $(shown "$BELVEDERE_URL"): no HTTP answer within ${BELVEDERE_FLIGHTREC_TIMEOUT}s (curl status $status: $reason)")" ;;
+        *) log warning "$(with_notes "failed to post $what to $(shown "$BELVEDERE_URL"): HTTP $code: $detail")" ;;
+    esac
+    return 0
+}
+
+# ---------------------------------------------------------------------------------------------
 # Main
 # ---------------------------------------------------------------------------------------------
 usage() {
-    sed -n '2,17s/^# \{0,1\}//p' "$0"
+    sed -n '2,20s/^# \{0,1\}//p' "$0"
 }
 
 # The first stage of the background sender (see spawn_background in belvedere-common.sh).
@@ -203,8 +259,24 @@ if [ "$MODE" = print ]; then
         printf '%s\n' "$BODY"
         [ -n "$NOTES" ] && log warning "$(with_notes "$SUMMARY")"
     fi
+    # Which dumps the sender would post (listed as the job's user; nothing read or removed).
+    NOTES=""
+    if flightrec_folder && flightrec_pick; then
+        log info "$(with_notes "would post $FR_COUNT Flight Recorder dump(s) ($FR_BYTES bytes) from $FR_FOLDER with the job's token, then remove it")"
+    elif [ -n "$NOTES" ]; then
+        log warning "$(with_notes "no Flight Recorder dumps would be posted")"
+    fi
     exit 0
 fi
+
+# The sender gets the job token from its parent, which read it before removing the file (the
+# environment of root's processes is root's to read); it is not passed on to curl's environment.
+JOB_TOKEN=""
+if [ "${BELVEDERE_EPILOG_STAGE:-}" = send ]; then
+    JOB_TOKEN=${BELVEDERE_EPILOG_JOB_TOKEN:-}
+    matches "$JOB_TOKEN" "$JOB_TOKEN_RE" || JOB_TOKEN=""
+fi
+unset BELVEDERE_EPILOG_JOB_TOKEN
 
 # First the token file, whatever else happens (and even where no portal is configured): the job
 # is over on this node. The detached sender has nothing left to remove.
@@ -213,15 +285,25 @@ if [ "${BELVEDERE_EPILOG_STAGE:-}" != send ] && ! remove_job_token; then
     NOTES=""
 fi
 
-can_send || finish 2
+# The job's dump folder, checked (a link, or a folder not the job user's, is left alone and said).
+FR_FOLDER=""
+if ! flightrec_folder && [ -n "$NOTES" ] && [ "${BELVEDERE_EPILOG_STAGE:-}" != send ]; then
+    log warning "$(with_notes "job $(shown "$JOB_ID"): Flight Recorder folder not read")"
+fi
+NOTES=""
 
-build_body || finish 1
-read_token "not reporting $SUMMARY" || finish 2
+# Without a portal, a valid job or the service token, nothing is sent, and the dumps go too.
+can_send || { flightrec_discard; finish 2; }
+build_body || { flightrec_discard; finish 1; }
+read_token "not reporting $SUMMARY" || { flightrec_discard; finish 2; }
 
 if [ "$MODE" = epilog ]; then
+    [ -n "$FR_FOLDER" ] && BELVEDERE_EPILOG_JOB_TOKEN=$JOB_TOKEN && export BELVEDERE_EPILOG_JOB_TOKEN
     spawn_background BELVEDERE_EPILOG
     exit 0
 fi
 [ "${BELVEDERE_EPILOG_STAGE:-}" = send ] && jitter "$BELVEDERE_EPILOG_JITTER"
 post
-finish $?
+STATUS=$?
+[ -n "$FR_FOLDER" ] && flightrec_post
+finish "$STATUS"

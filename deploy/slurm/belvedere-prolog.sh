@@ -3,8 +3,9 @@
 #
 # On each allocated node, before the job: POSTs a `start` event to /api/v1/jobs/events/ and asks
 # for a job token, which it writes to <BELVEDERE_JOB_TOKEN_DIR>/job-<job id>.token (owned by the
-# job's user, mode 600) for the TaskProlog to export; then starts belvedere-discovery.sh, if
-# installed. See deploy/slurm/README.md.
+# job's user, mode 600) for the TaskProlog to export; with BELVEDERE_FLIGHTREC_DIR set, makes the
+# job's Flight Recorder folder <BELVEDERE_FLIGHTREC_DIR>/<job id> (the job's user's, mode 700);
+# then starts belvedere-discovery.sh, if installed. See deploy/slurm/README.md.
 #
 # Usage: belvedere-prolog.sh [--print | --foreground]
 #   (no option)   the Prolog mode: waits at most BELVEDERE_TIMEOUT seconds, always exits 0
@@ -63,11 +64,9 @@ json_text() {  # any text -> the inside of a JSON string: printable ASCII (tabs 
     printf '%s' "$1" | tr '\t\n\r' '   ' | tr -c ' -~' '?' | head -c 200 | sed 's/[\\"]/\\&/g'
 }
 
-UID_RE='[0-9]{1,10}'
 ACCOUNT_RE='[A-Za-z0-9_.-]{1,64}'
-JOB_TOKEN_RE='bvj_[A-Za-z0-9_-]{20,200}'
-# (JOB_ID_RE, CLUSTER_RE, USER_RE, PARTITION_RE, HOSTLIST_RE, DIR_RE, TOKEN_RE, URL_RE: in
-# belvedere-common.sh)
+# (JOB_ID_RE, CLUSTER_RE, USER_RE, PARTITION_RE, HOSTLIST_RE, DIR_RE, UID_RE, JOB_TOKEN_RE, TOKEN_RE,
+# URL_RE: in belvedere-common.sh)
 
 # ---------------------------------------------------------------------------------------------
 # Configuration: built-in defaults < /etc/belvedere/jobs.env < the process environment.
@@ -88,6 +87,7 @@ load_config() {
     : "${BELVEDERE_DISCOVERY_SCRIPT=/etc/slurm/belvedere-discovery.sh}"
     : "${BELVEDERE_LOG_STDERR:=0}"
     job_config_checks
+    flightrec_config_checks
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -120,6 +120,31 @@ build_body() {  # sets BODY, JOB_ID, SUMMARY; fails (with a log line) if there i
     add_partition_and_nodes
     BODY="$BODY,\"time\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\""
     return 0
+}
+
+# ---------------------------------------------------------------------------------------------
+# The job's Flight Recorder folder (BELVEDERE_FLIGHTREC_DIR set): where the TaskProlog points
+# TORCH_NCCL_DEBUG_INFO_TEMP_FILE, and whose dumps the Epilog posts with the job token
+# ---------------------------------------------------------------------------------------------
+flightrec_prepare() {  # makes <BELVEDERE_FLIGHTREC_DIR>/<job id>, the job's user's, mode 0700;
+    # sets FR_FOLDER; fails with a note
+    FR_FOLDER=""
+    flightrec_base_usable 1 || return 1
+    flightrec_job_ids || return 1
+    folder="$FR_BASE/$JOB_ID"
+    # Left by an earlier run of this job id on this node (a requeued job whose Epilog could not
+    # post): that run's dumps would be taken for this one's.
+    if [ -e "$folder" ] || [ -L "$folder" ]; then
+        rm -rf -- "$folder" 2>/dev/null
+    fi
+    # In a directory nobody else can write, the fresh name cannot be raced for.
+    if mkdir -m 0700 -- "$folder" 2>/dev/null && chown "$FR_UID:$FR_GID" -- "$folder" 2>/dev/null; then
+        FR_FOLDER=$folder
+        return 0
+    fi
+    rm -rf -- "$folder" 2>/dev/null
+    note "could not make the Flight Recorder folder $(shown "$folder") for uid $FR_UID"
+    return 1
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +251,7 @@ run_discovery() {
 # Main
 # ---------------------------------------------------------------------------------------------
 usage() {
-    sed -n '2,18s/^# \{0,1\}//p' "$0"
+    sed -n '2,19s/^# \{0,1\}//p' "$0"
 }
 
 for argument in "$@"; do
@@ -278,6 +303,10 @@ report_start() {
             STATUS=3; return
         fi
         outcome="$outcome; job token in $TOKEN_PATH"
+        # The dumps go to the portal with the job token: without one, no folder.
+        if [ -n "$BELVEDERE_FLIGHTREC_DIR" ] && flightrec_prepare; then
+            outcome="$outcome; Flight Recorder folder $FR_FOLDER"
+        fi
     fi
     log info "$(with_notes "$outcome")"
 }

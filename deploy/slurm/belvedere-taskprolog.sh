@@ -12,7 +12,13 @@
 # per-job token file <BELVEDERE_JOB_TOKEN_DIR>/job-<job id>.token it also prints, in every task,
 #   export BELVEDERE_JOB_TOKEN_FILE=<that file>
 #   export BELVEDERE_JOB_URL=<the job's URL>
-# so that code in the job can find its token and page.
+# so that code in the job can find its token and page. With BELVEDERE_FLIGHTREC_DIR set and the
+# job's folder <that dir>/<job id> made by the Prolog (a directory of this user's, not a link),
+# it prints, in every task, unless the job's environment already sets them,
+#   export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=<that dir>/<job id>/nccl_trace_rank_
+#   export TORCH_NCCL_DUMP_ON_TIMEOUT=1
+#   export TORCH_FR_BUFFER_SIZE=2000      (neither it nor TORCH_NCCL_TRACE_BUFFER_SIZE set)
+# so that PyTorch's Flight Recorder dumps land where the Epilog collects and posts them.
 #
 # A TaskProlog that fails cancels the task, and a slow one delays every task, so this script:
 # always exits 0 (no `set -e`; every problem just means "print nothing"), runs shell builtins
@@ -25,7 +31,8 @@
 #   BELVEDERE_URL            the portal, e.g. https://belvedere.example.org (unset: nothing printed)
 #   BELVEDERE_CLUSTER        the cluster's name in the portal (default: $SLURM_CLUSTER_NAME)
 #   BELVEDERE_JOB_TOKEN_DIR  where the per-job token files are (default: /run/belvedere)
-# These three are taken from the file only, never from the job's environment (which is the
+#   BELVEDERE_FLIGHTREC_DIR  where the Prolog makes each job's Flight Recorder folder (unset: none)
+# These four are taken from the file only, never from the job's environment (which is the
 # user's): a stray BELVEDERE_URL in someone's shell must not change the banner.
 #
 # POSIX sh (dash, bash, busybox ash). See deploy/slurm/README.md and slurm.conf.snippet.
@@ -38,6 +45,7 @@ CONF=${BELVEDERE_TASKPROLOG_CONF:-/etc/belvedere/taskprolog.env}
 BELVEDERE_URL=
 BELVEDERE_CLUSTER=
 BELVEDERE_JOB_TOKEN_DIR=/run/belvedere
+BELVEDERE_FLIGHTREC_DIR=
 
 # --- settings file (at most 200 lines; parsed with builtins) --------------------------------
 if [ -f "$CONF" ] && [ -r "$CONF" ]; then
@@ -64,6 +72,7 @@ if [ -f "$CONF" ] && [ -r "$CONF" ]; then
             BELVEDERE_URL) BELVEDERE_URL=$value ;;
             BELVEDERE_CLUSTER) BELVEDERE_CLUSTER=$value ;;
             BELVEDERE_JOB_TOKEN_DIR) BELVEDERE_JOB_TOKEN_DIR=$value ;;
+            BELVEDERE_FLIGHTREC_DIR) BELVEDERE_FLIGHTREC_DIR=$value ;;
         esac
         line=
     done < "$CONF"
@@ -160,6 +169,26 @@ if [ -n "$TOKEN_DIR" ]; then
     if [ -f "$TOKEN_FILE" ] && [ -r "$TOKEN_FILE" ]; then
         printf 'export BELVEDERE_JOB_TOKEN_FILE=%s\n' "$TOKEN_FILE"
         [ -n "$JOB_URL" ] && printf 'export BELVEDERE_JOB_URL=%s\n' "$JOB_URL"
+    fi
+fi
+
+# --- the job's Flight Recorder folder, when the Prolog made one ---------------------------------
+# Only the job's own folder (this user's, not a link: a folder someone else made there is not
+# used), and never over what the job set itself (a prefix of its own, or no dumps on timeout).
+FR_DIR=$BELVEDERE_FLIGHTREC_DIR
+while :; do
+    case $FR_DIR in ?*/) FR_DIR=${FR_DIR%/} ;; *) break ;; esac
+done
+case $FR_DIR in
+    /*) case $FR_DIR in *[!A-Za-z0-9._/-]*) FR_DIR= ;; esac ;;
+    *) FR_DIR= ;;
+esac
+if [ -n "$FR_DIR" ] && [ -z "${TORCH_NCCL_DEBUG_INFO_TEMP_FILE+set}" ] && [ -d "$FR_DIR/$JOB_ID" ] &&
+    [ ! -h "$FR_DIR/$JOB_ID" ] && [ -O "$FR_DIR/$JOB_ID" ]; then
+    printf 'export TORCH_NCCL_DEBUG_INFO_TEMP_FILE=%s\n' "$FR_DIR/$JOB_ID/nccl_trace_rank_"
+    [ -z "${TORCH_NCCL_DUMP_ON_TIMEOUT+set}" ] && printf 'export TORCH_NCCL_DUMP_ON_TIMEOUT=1\n'
+    if [ -z "${TORCH_FR_BUFFER_SIZE+set}" ] && [ -z "${TORCH_NCCL_TRACE_BUFFER_SIZE+set}" ]; then
+        printf 'export TORCH_FR_BUFFER_SIZE=2000\n'
     fi
 fi
 exit 0
