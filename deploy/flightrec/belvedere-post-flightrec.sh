@@ -99,25 +99,27 @@ if [ -z "$token" ]; then
     exit 0
 fi
 
-archive=$(mktemp "${TMPDIR:-/tmp}/belvedere-flightrec.XXXXXX") || { say "not posting: no temporary file"; exit 0; }
-answer="$archive.answer"
-trap 'rm -f "$archive" "$answer" "$archive.err"' EXIT
+# A fresh directory of ours (mode 700) for the archive, curl's answer and errors: no guessable names in /tmp.
+work=$(mktemp -d "${TMPDIR:-/tmp}/belvedere-flightrec.XXXXXX") || { say "not posting: no temporary directory"; exit 0; }
+archive=$work/dumps.tar.gz
+answer=$work/answer
+trap 'rm -rf -- "$work"' EXIT
 trap 'exit 0' HUP INT TERM
-if ! printf '%s' "$names" | (cd -- "$dir" && tar -czf - --no-recursion -T -) >"$archive" 2>"$archive.err"; then
-    say "not posting the Flight Recorder dumps of job $job: tar failed: $(head -c 200 "$archive.err" | tr -c '[:print:]' ' ')"
+if ! printf '%s' "$names" | (cd -- "$dir" && tar -czf - --no-recursion -T -) >"$archive" 2>"$work/errors"; then
+    say "not posting the Flight Recorder dumps of job $job: tar failed: $(head -c 200 "$work/errors" | tr -c '[:print:]' ' ')"
     exit 0
 fi
 url="${base_url%/}/api/v1/jobs/$cluster/$job/flight-recorder/?format=tar"
 code=$(printf 'header = "Authorization: JobToken %s"\n' "$token" |
     curl -q --config - --silent --show-error --max-time "$timeout" --proto =http,https --user-agent "$TAG/1" \
         --header 'Content-Type: application/octet-stream' --header 'Accept: application/json' \
-        --data-binary "@$archive" --output "$answer" --write-out '%{http_code}' "$url" 2>"$archive.err")
+        --data-binary "@$archive" --output "$answer" --write-out '%{http_code}' "$url" 2>"$work/errors")
 status=$?
 detail=$(head -c 300 "$answer" 2>/dev/null | tr -c '[:print:]' ' ')
 what="$count Flight Recorder dump(s) of job $job ($bytes bytes)$left"
 case $code in
     2??) say "posted $what to $url: HTTP $code: $detail" ;;
-    000 | '') say "failed to post $what to $url: no HTTP answer within ${timeout}s (curl status $status: $(head -c 200 "$archive.err" | tr -c '[:print:]' ' '))" ;;
+    000 | '') say "failed to post $what to $url: no HTTP answer within ${timeout}s (curl status $status: $(head -c 200 "$work/errors" | tr -c '[:print:]' ' '))" ;;
     *) say "failed to post $what to $url: HTTP $code: $detail" ;;
 esac
 exit 0

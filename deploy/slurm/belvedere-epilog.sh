@@ -199,13 +199,16 @@ flightrec_post() {  # tars the dumps of FR_FOLDER as the job's user, removes the
         [ -n "$NOTES" ] && log warning "$(with_notes "no $what posted; folder removed")"
         return 0
     fi
-    archive=$(mktemp 2>/dev/null) || { flightrec_discard; log warning "$what not posted: no temporary file"; return 0; }
-    answer=$(mktemp 2>/dev/null) || answer=/dev/null
-    TMP_FILES="$TMP_FILES $archive $answer"
+    # Root's files in a fresh directory of its own (mode 700): no name a user could guess and plant a link at.
+    work=$(mktemp -d 2>/dev/null) || { flightrec_discard; log warning "$what not posted: no temporary directory"; return 0; }
+    archive=$work/dumps.tar.gz
+    answer=$work/answer
+    TMP_FILES="$TMP_FILES $archive $answer $work/errors"
     printf '%s' "$FR_NAMES" | flightrec_as_job_user sh -c "$FLIGHTREC_TAR" sh "$FR_FOLDER" >"$archive" 2>/dev/null
     tarred=$?
     flightrec_discard
     if [ "$tarred" -ne 0 ] || [ ! -s "$archive" ]; then
+        rm -rf -- "$work"
         log warning "$(with_notes "$what not posted: tar failed as uid $FR_UID (status $tarred); folder removed")"
         return 0
     fi
@@ -214,11 +217,11 @@ flightrec_post() {  # tars the dumps of FR_FOLDER as the job's user, removes the
     code=$(printf 'header = "Authorization: JobToken %s"\n' "$JOB_TOKEN" |
         curl -q --config - --silent --show-error --max-time "$BELVEDERE_FLIGHTREC_TIMEOUT" --proto =http,https \
             --user-agent "$TAG/1" --header 'Content-Type: application/octet-stream' --header 'Accept: application/json' \
-            --data-binary "@$archive" --output "$answer" --write-out '%{http_code}' "$url" 2>"$archive.err")
+            --data-binary "@$archive" --output "$answer" --write-out '%{http_code}' "$url" 2>"$work/errors")
     status=$?
-    reason=$(head -c 200 "$archive.err" 2>/dev/null | tr -c '[:print:]' ' ')
-    rm -f "$archive.err"
+    reason=$(head -c 200 "$work/errors" 2>/dev/null | tr -c '[:print:]' ' ')
     detail=$(head -c 300 "$answer" 2>/dev/null | tr -c '[:print:]' ' ')
+    rm -rf -- "$work"
     what="$FR_COUNT Flight Recorder dump(s) of job $JOB_ID ($FR_BYTES bytes)"
     case $code in
         2??) log info "$(with_notes "posted $what to $(shown "$BELVEDERE_URL"): HTTP $code: $detail")" ;;
