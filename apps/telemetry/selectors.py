@@ -286,3 +286,42 @@ def page_cache_before(job, threshold_bytes: float) -> list[dict]:
         found = host_analysis.page_cache_in_gpu(frame, threshold_bytes, "before the job")
         cache.set(key, found, 600)
     return found
+
+
+HOST_HEATMAP_ROWS = (("host_cpu_busy", "host: CPU busy"), ("host_dataloader_cpu", "host: data-loader CPU"),
+                     ("host_mem_used", "host: memory used"))
+
+
+def host_heatmap_rows(job, times, bin_seconds: float) -> list[dict]:
+    """The host row under a job's GPU heatmap (issue 39): per heatmap bin (``times``: ISO bin starts), the mean over the
+    job's nodes of their CPU busy share, of its steps' data-loader CPU share and of their host memory used (share of the
+    total); [{"label", "values": [0-1 or None per bin]}], only rows with a value. DuckDB aggregates by bin."""
+    if job.start_time is None or not job.node_list or not len(times) or not bin_seconds:
+        return []
+    starts = pd.DatetimeIndex(pd.to_datetime(list(times), utc=True))
+    step = max(1, int(round(bin_seconds)))
+    fields = ["host_cpu_busy", "host_dataloader_cpu", "host_mem_used", "host_mem_total"]
+    frame = telemetry_store().aggregate_host(job.cluster.name, step, hosts=list(job.node_list), fields=fields,
+                                             start=starts[0].to_pydatetime(),
+                                             end=(starts[-1] + pd.Timedelta(seconds=step)).to_pydatetime())
+    if frame.empty:
+        return []
+    mine = frame["domain"].eq("node") | frame["domain"].str.startswith(f"job{job.job_id}.")
+    frame = frame[mine]
+    per = frame.groupby(["bucket", "field"])["last"]
+    means, sums = per.mean().unstack("field"), per.sum().unstack("field")
+    if "host_mem_used" in sums and "host_mem_total" in sums:
+        means["host_mem_used"] = sums["host_mem_used"] / sums["host_mem_total"]
+    # the store's buckets are epoch-aligned to the step; the heatmap's bins start where its grid does
+    index = pd.DatetimeIndex(means.index).tz_convert("UTC") if pd.DatetimeIndex(means.index).tz else \
+        pd.DatetimeIndex(means.index).tz_localize("UTC")
+    means.index = index
+    rows = []
+    for field, label in HOST_HEATMAP_ROWS:
+        if field not in means:
+            continue
+        values = means[field].reindex(starts, method="nearest", tolerance=pd.Timedelta(seconds=step / 2))
+        if values.notna().any():
+            rows.append({"label": label, "values": [None if pd.isna(v) else round(float(min(max(v, 0.0), 1.0)), 3)
+                                                    for v in values]})
+    return rows

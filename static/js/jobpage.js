@@ -153,7 +153,8 @@
       annotations.push({ xref: "x", x: shade.start, xanchor: "left", yref: "paper", y: 1.02, yanchor: "bottom",
                          text: shade.label, showarrow: false, font: { size: 10, color: "#5a6472" } });
     });
-    const height = Math.max(320, Math.min(720, 140 + rows * 3));
+    const hostRows = payload.host || [];
+    const height = Math.max(320, Math.min(720, 140 + rows * 3)) + (hostRows.length ? 24 * hostRows.length + 16 : 0);
     const layout = {
       uirevision: element.id, height, margin: { l: 170, r: annotations.length ? 90 : 20, t: 24, b: 40 },
       xaxis: { type: "date", title: { text: "time (UTC)" } },
@@ -161,7 +162,23 @@
                tickfont: { size: 10 }, automargin: true },
       shapes, annotations, plot_bgcolor: "#eceff3",
     };
-    return Plotly.react(element, [trace], layout, config);
+    const traces = [trace];
+    if (hostRows.length) {
+      // Issue 39: the host under the GPUs, on the same bins: CPU busy, data-loader CPU, host memory (0-100 %).
+      const strip = Math.min(0.3, (24 * hostRows.length) / height);
+      layout.yaxis.domain = [strip + 0.03, 1];
+      layout.yaxis2 = { type: "category", autorange: "reversed", domain: [0, strip], tickfont: { size: 10 },
+                        automargin: true, fixedrange: true };
+      trace.colorbar.len = 0.9 - strip;
+      trace.colorbar.y = 1;
+      trace.colorbar.yanchor = "top";
+      traces.push({
+        type: "heatmap", x: payload.times, y: hostRows.map((row) => row.label), z: hostRows.map((row) => row.values),
+        yaxis: "y2", zmin: 0, zmax: 1, showscale: false, hoverongaps: false, name: "host",
+        colorscale: [[0, "#f6efe7"], [1, "#b5651d"]], hovertemplate: "%{y}<br>%{x}<br>%{z:.0%}<extra></extra>",
+      });
+    }
+    return Plotly.react(element, traces, layout, config);
   }
 
   async function loadHeatmap(element, { live = false } = {}) {
@@ -218,7 +235,7 @@
     element.on("plotly_click", (event) => {
       const entry = state.get(element.id);
       const point = event.points && event.points[0];
-      if (!entry || !point) return;
+      if (!entry || !point || point.curveNumber > 0) return;  // the host strip (curve 1) has no GPU series
       const row = entry.payload.rows[point.pointIndex ? point.pointIndex[0] : -1];
       if (!row) return;
       if (row.gpu !== null && row.gpu !== undefined && element.dataset.seriesUrl) {

@@ -63,6 +63,11 @@ def test_a_job_waiting_on_its_data_loaders_is_named_with_its_host_row(store, cli
     assert len(host_traces) == 3 and max(v for v in host_traces[1]["y"] if v is not None) >= 0.95
     gpu_axis = next(t["yaxis"] for t in figure["data"] if t["name"].startswith("SM active") or t["name"].startswith("GPU busy"))
     assert int(host_traces[0]["yaxis"][1:] or 1) > int(gpu_axis[1:] or 1)  # the host row sits under the GPU row
+    heatmap = client.get("/api/v1/jobs/alps/4242/telemetry/heatmap/?field=1002").json()  # the host strip under the GPUs
+    assert [row["label"] for row in heatmap["host"]] == ["host: CPU busy", "host: data-loader CPU", "host: memory used"]
+    loader = heatmap["host"][1]["values"]
+    assert len(loader) == len(heatmap["times"]) and max(v for v in loader if v is not None) >= 0.95
+    assert min(v for v in loader if v is not None) <= 0.5  # the stalls stand out from the steady stretches
     page = client.get("/jobs/alps/4242/").content.decode()
     assert 'href="/nodes/nid001234/"' in page and "GPUs wait on the host" in page
 

@@ -21,7 +21,9 @@ from apps.jobs.selectors import job_get_for_user
 from ..choices import JobTelemetryStatusChoices
 from ..fields import FIELDS, UnknownField, field_ids, lookup
 from ..models import JobTelemetry
+from ..backends.base import TelemetryUnavailable
 from ..products import JobCube
+from ..selectors import host_heatmap_rows
 from .openapi import TelemetryHeatmapResponse, TelemetryNodesResponse
 
 DEFAULT_FIELD = 1002  # SM activity, as on the job page
@@ -151,7 +153,15 @@ class TelemetryHeatmapView(JobTelemetryProduct, APIView):
         peers = f"all {heatmaps.gpus_words(len(rows))} of the job (telemetry knows no ranks)"
         return {"metric": field_id, "title": described.display_name if described else str(field_id),
                 "unit": quantity.unit, **body, "steady_start": None, "shading": [],
-                "peers": peers if options["mode"] == "deviation" else None}
+                "peers": peers if options["mode"] == "deviation" else None, "host": _host_rows(self.job, body)}
+
+
+def _host_rows(job, body: dict) -> list[dict]:
+    """The host row under the GPU rows (issue 39): CPU busy, data-loader CPU and host memory on the heatmap's bins."""
+    try:
+        return host_heatmap_rows(job, body.get("times") or [], body.get("bin_seconds") or 0.0)
+    except TelemetryUnavailable:
+        return []
 
 
 class TelemetryNodesView(JobTelemetryProduct, APIView):

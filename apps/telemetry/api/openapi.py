@@ -89,10 +89,19 @@ class CompactHeatmapFields(serializers.Serializer):
     coverage = HeatmapCoverage()
 
 
+class HostHeatmapRow(serializers.Serializer):
+    """A host row under the GPU rows (issue 39): per bin the mean over the job's nodes, 0-1, null without a sample."""
+
+    label = serializers.CharField()
+    values = serializers.ListField(child=serializers.FloatField(allow_null=True))
+
+
 class TelemetryHeatmapResponse(CompactHeatmapFields):
-    """One DCGM field of a job as a compact GPU × time heatmap (``metric`` is the field id)."""
+    """One DCGM field of a job as a compact GPU × time heatmap (``metric`` is the field id), with the host rows under it."""
 
     metric = serializers.IntegerField()
+    host = HostHeatmapRow(many=True, help_text="CPU busy, data-loader CPU and host memory used of the job's nodes on the "
+                                               "same bins; empty without host samples")
 
 
 class TelemetryFieldName(serializers.Serializer):
