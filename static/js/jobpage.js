@@ -167,6 +167,7 @@
       // Issue 39: the host under the GPUs, on the same bins: CPU busy, data-loader CPU, host memory (0-100 %).
       const strip = Math.min(0.3, (24 * hostRows.length) / height);
       layout.yaxis.domain = [strip + 0.03, 1];
+      layout.xaxis.anchor = "y2";  // the time axis under the strip, not over it
       layout.yaxis2 = { type: "category", autorange: "reversed", domain: [0, strip], tickfont: { size: 10 },
                         automargin: true, fixedrange: true };
       trace.colorbar.len = 0.9 - strip;

@@ -56,3 +56,35 @@ def test_the_node_history_page_draws_one_time_axis_and_hides_others_jobs(live_se
     assert SECRET in page.locator("#node-jobs").inner_text()
     screenshot(page, "node-history-staff")
     assert page.problems.take() == []
+
+
+def test_the_job_page_draws_the_host_row_under_the_gpus(live_server, page, transactional_db, make_user, store, screenshot):
+    """The data-loader-bound synthetic job's page: the host strip under the telemetry heatmap's GPU rows and the host row
+    of the throughput figure, the finding on the first screen, and the host panel's links to the nodes' histories.
+    Screenshots: job-host-heatmap.png, job-host-throughput.png, job-host-panel.png."""
+    from tests.system.test_host_panel import build
+
+    build(store, 4242, stall_share=0.25, checkpoint_every_s=1600, page_cache_gpu={("nid001234", 1): 23e9})
+    make_user("olive", accounts=["a-llm01"])
+    session.log_in(page, live_server.url, "olive", "pw-for-tests-1", "/jobs/")
+    page.wait_for_url("**/jobs/*")
+    page.goto(f"{live_server.url}/jobs/alps/4242/")
+    wait_until(page, "document.documentElement.dataset.jobPageReady === 'true'")
+    assert page.locator("#findings .finding", has_text="GPUs wait on the host: during the").count() == 1
+    heatmap = page.locator("#telemetry-heatmap")
+    heatmap.scroll_into_view_if_needed()
+    page.wait_for_selector("#telemetry-heatmap[data-rendered=true]", timeout=60_000)
+    strip = page.evaluate("document.getElementById('telemetry-heatmap').data.map(t => [t.yaxis || 'y', t.y.length])")
+    assert strip == [["y", 8], ["y2", 3]]
+    heatmap.screenshot(path=str(screenshot(page, "job-host").with_name("job-host-heatmap.png")))
+    figure = page.locator("#appmetrics-figure")
+    figure.scroll_into_view_if_needed()
+    page.wait_for_selector("#appmetrics-figure[data-rendered=true]", timeout=60_000)
+    names = page.evaluate("document.getElementById('appmetrics-figure').data.map(t => t.name)")
+    assert {"CPU busy", "data-loader CPU", "host memory used"} <= set(names)
+    figure.screenshot(path=str(screenshot(page, "job-host").with_name("job-host-throughput.png")))
+    panel = page.locator("#panel-host")
+    panel.scroll_into_view_if_needed()
+    assert panel.locator("a.node-link", has_text="nid001234").get_attribute("href") == "/nodes/nid001234/"
+    panel.screenshot(path=str(screenshot(page, "job-host").with_name("job-host-panel.png")))
+    assert page.problems.take() == []
