@@ -37,8 +37,9 @@ NODE_MEMINFO = "/sys/devices/system/node/nodeN/meminfo"
 PROC_VMSTAT = "/proc/vmstat (pswpin, pswpout)"
 PRESSURE = "/proc/pressure/memory (PSI, 'some avg10')"
 CGROUP = "cgroup v2 cpu.stat usage_usec of the step (Δ / interval / CPUs of cpuset.cpus.effective)"
-PROCS = ("/proc/<pid>/stat utime + stime of the step's processes (cgroup.procs); ranks are the processes whose "
-         "parent is outside the step, data-loader workers their descendants")
+PROCS = ("/proc/<pid>/stat utime + stime of the step's task processes (cgroup.procs under step_<id>/user/, not "
+         "slurmstepd's step_<id>/slurm/); ranks are the first processes below the tasks' roots that are not launchers "
+         "(torchrun, a shell, a container runtime), data-loader workers their descendants")
 
 
 class UnknownHostField(ValueError):

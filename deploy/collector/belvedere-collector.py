@@ -1064,6 +1064,36 @@ def proc_times(text):
         return None
 
 
+# Processes that start the training ranks rather than being one (their children are the ranks).
+LAUNCHERS = {"torchrun", "bash", "sh", "dash", "zsh", "srun", "mpirun", "mpiexec", "accelerate", "deepspeed",
+             "python-launcher", "apptainer", "singularity", "enroot", "pyxis", "conmon"}
+
+
+def split_ranks(procs: dict, names: dict) -> tuple[list, list]:
+    """(ranks, data-loader workers) of a step's processes {pid: (ppid, ticks)} with their names: the ranks are the
+    first processes below the step's roots (processes whose parent is outside the step) that are not launchers
+    (torchrun, a shell, a container runtime: their children are the ranks), the workers every process below a rank."""
+    children: dict = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    ranks, workers = [], []
+    level = sorted(pid for pid, (ppid, _) in procs.items() if ppid not in procs)
+    while level:
+        below = []
+        for pid in level:
+            if names.get(pid, "") in LAUNCHERS and children.get(pid):
+                below.extend(children[pid])
+            else:
+                ranks.append(pid)
+        level = sorted(below)
+    stack = [child for rank in ranks for child in children.get(rank, [])]
+    while stack:
+        pid = stack.pop()
+        workers.append(pid)
+        stack.extend(children.get(pid, []))
+    return ranks, sorted(workers)
+
+
 class HostSource:
     """The node's CPUs, memory and job steps. Shares need two reads: the first gives memory only."""
 
@@ -1201,19 +1231,23 @@ class HostSource:
                 continue
             ncpus = len(cpu_list(read_text(os.path.join(path, "cpuset.cpus.effective")))) or 1
             pids = set()
-            for folder, _, files in os.walk(path):
+            # Slurm's cgroup v2 layout: step_<id>/slurm holds slurmstepd, step_<id>/user/task_<n> the tasks
+            tasks = os.path.join(path, "user")
+            for folder, folders, files in os.walk(tasks if os.path.isdir(tasks) else path):
+                folders[:] = [f for f in folders if f != "slurm"]
                 if "cgroup.procs" in files:
                     pids.update(int(p) for p in (read_text(os.path.join(folder, "cgroup.procs")) or "").split()
                                 if p.isdigit())
-            procs = {}
+            procs, names = {}, {}
             for pid in sorted(pids):
-                found = proc_times(read_text(os.path.join(self.proc, str(pid), "stat")))
+                text = read_text(os.path.join(self.proc, str(pid), "stat"))
+                found = proc_times(text)
                 if found is not None:
                     procs[pid] = found
+                    names[pid] = text.split("(", 1)[1].rsplit(")", 1)[0] if "(" in text else ""
             seen[domain] = (now, usage, procs)
             out.append(HostSample(ts, domain, "host_job_cpu_seconds", usage / 1e6))
-            ranks = [pid for pid, (ppid, _) in procs.items() if ppid not in procs]
-            workers = [pid for pid in procs if pid not in ranks]
+            ranks, workers = split_ranks(procs, names)
             out.append(HostSample(ts, domain, "host_dataloader_workers", len(workers)))
             before = self.last_steps.get(domain)
             if before is None or now <= before[0]:

@@ -78,17 +78,21 @@ def pid_stat(pid, comm, ppid, utime, stime):
 
 
 def fake_step(proc, cgroup, usage_usec, ticks, cpus="0-7"):
-    """Job 4242 step 0, two tasks: rank 100 with workers 101-102 and rank 200 with worker 201 (comm has a space)."""
+    """Job 4242 step 0 as Slurm's cgroup v2 plugin lays it out: slurmstepd (pid 90) in step_0/slurm, the tasks in
+    step_0/user/task_<n>: rank 100 with workers 101-102 and rank 200 with worker 201 (its comm has a space); the
+    tasks' parent is slurmstepd."""
     step = cgroup / "job_4242" / "step_0"
     write(step / "cpu.stat", f"usage_usec {usage_usec}\nuser_usec {usage_usec // 2}\nsystem_usec 0\n")
     write(step / "cpuset.cpus.effective", f"{cpus}\n")
     write(step / "cgroup.procs", "")
+    write(step / "slurm" / "cgroup.procs", "90\n")
+    write(proc / "90" / "stat", pid_stat(90, "slurmstepd", 1, 5, 5))
     write(step / "user" / "task_0" / "cgroup.procs", "100\n101\n102\n")
     write(step / "user" / "task_1" / "cgroup.procs", "200\n201\n")
     write(cgroup / "job_4242" / "step_extern" / "cpu.stat", "usage_usec 10\n")
     write(cgroup / "job_4242" / "step_extern" / "cpuset.cpus.effective", "0\n")
-    for pid, ppid, comm in ((100, 1, "python"), (101, 100, "pt_data_worker"), (102, 100, "pt_data_worker"),
-                            (200, 1, "python"), (201, 200, "pt data worker")):
+    for pid, ppid, comm in ((100, 90, "python"), (101, 100, "pt_data_worker"), (102, 100, "pt_data_worker"),
+                            (200, 90, "python"), (201, 200, "pt data worker")):
         write(proc / str(pid) / "stat", pid_stat(pid, comm, ppid, ticks[pid], 0))
 
 
@@ -254,3 +258,13 @@ def test_dry_run_prints_host_rows_from_the_given_trees(tmp_path):
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
     assert {"host_metrics": "gpu0", "field": "host_gpu_page_cache", "value": 23 * GIB, "host": "nid001234"}.items() <= \
         next(row for row in rows if row["field"] == "host_gpu_page_cache").items()
+
+
+def test_ranks_under_a_launcher_and_their_workers_are_told_apart():
+    """torchrun (a task) starts two ranks, each with two data-loader workers; a shell task starts one rank."""
+    procs = {10: (1, 0), 11: (10, 0), 12: (10, 0), 13: (11, 0), 14: (11, 0), 15: (12, 0), 16: (12, 0),
+             20: (1, 0), 21: (20, 0), 22: (21, 0)}
+    names = {10: "torchrun", 11: "python", 12: "python", 13: "pt_data_worker", 14: "pt_data_worker",
+             15: "pt_data_worker", 16: "pt_data_worker", 20: "bash", 21: "python", 22: "pt_data_worker"}
+    assert collector.split_ranks(procs, names) == ([11, 12, 21], [13, 14, 15, 16, 22])
+    assert collector.split_ranks({30: (1, 0)}, {30: "torchrun"}) == ([30], [])  # a launcher alone is what ran
