@@ -297,3 +297,70 @@ def test_the_srun_wrapper_posts_the_dumps_at_the_prefix_with_the_job_token(node,
     assert "belvedere-post-flightrec: failed to post" in refused.stderr and "curl status 7" in refused.stderr
     # The token is never on curl's command line (ps would show it to every user of the node).
     assert "JobToken $token" not in POST_SCRIPT.read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# On a real Slurm 22.05 cluster: Prolog, TaskProlog, the ranks writing their dumps, Epilog
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_on_a_real_slurm_cluster_the_ranks_dumps_reach_the_portal(live_server, make_user, api_client, request):
+    """slurmstepd hands the TaskProlog's exports to every task (each rank finds TORCH_NCCL_DEBUG_INFO_TEMP_FILE in
+    its environment and writes its dump there, as PyTorch would), and the Epilog's sender survives slurmd."""
+    from tests.slurm_cluster import LocalSlurmCluster
+
+    reason = LocalSlurmCluster.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    workdir = Path(tempfile.mkdtemp(prefix="belvedere-fr-slurm-"))
+    workdir.chmod(0o755)
+    request.addfinalizer(lambda: subprocess.run(["rm", "-rf", str(workdir)], check=False))
+    tokens, dumps_dir, made = workdir / "tokens", workdir / "flightrec", workdir / "made"
+    made.mkdir()
+    write_service_token(workdir, make_user("svc", is_staff=True))
+    (workdir / "jobs.env").write_text(
+        f"BELVEDERE_URL={live_server.url}\nBELVEDERE_TOKEN_FILE={workdir / 'jobs.token'}\n"
+        f"BELVEDERE_JOB_TOKEN_DIR={tokens}\nBELVEDERE_DISCOVERY_SCRIPT=\nBELVEDERE_FLIGHTREC_DIR={dumps_dir}\n"
+        "BELVEDERE_EPILOG_JITTER=0\nBELVEDERE_LOG_STDERR=1\n")
+    (workdir / "taskprolog.env").write_text(f"BELVEDERE_URL={live_server.url}\nBELVEDERE_JOB_TOKEN_DIR={tokens}\n"
+                                            f"BELVEDERE_FLIGHTREC_DIR={dumps_dir}\n")
+    hooks = {}
+    for name, script in (("prolog", PROLOG), ("epilog", EPILOG)):
+        hooks[name] = workdir / f"{name}.sh"
+        hooks[name].write_text(f"#!/bin/sh\nBELVEDERE_JOBS_CONFIG={workdir / 'jobs.env'} exec {script} "
+                               f"2>>{workdir / name}.log\n")
+        hooks[name].chmod(0o755)
+    cluster = LocalSlurmCluster(workdir / "slurm", cluster_name="frtest", nodes=1, prolog=hooks["prolog"],
+                                epilog=hooks["epilog"], task_prolog=TASKPROLOG)
+    request.addfinalizer(cluster.stop)
+    cluster.start()
+
+    # Two ranks; rank 1 never entered the last data-parallel all-reduce. Each task copies its rank's dump to the
+    # prefix it was given, which only the TaskProlog set.
+    end_ns = time.time_ns()
+    for rank, data in megatron_dumps(2, 40, tp=1, pp=1, culprit=1, end_ns=end_ns, timeout_ms=30_000):
+        (made / f"rank{rank}").write_bytes(data)
+    script = ("#!/bin/sh\n"
+              "srun -n2 sh -c 'echo \"prefix=$TORCH_NCCL_DEBUG_INFO_TEMP_FILE on=$TORCH_NCCL_DUMP_ON_TIMEOUT\"; "
+              f"cp {made}/rank$SLURM_PROCID \"$TORCH_NCCL_DEBUG_INFO_TEMP_FILE$SLURM_PROCID\"'\n")
+    job_id = cluster.sbatch(script, "-N1", "-n2", "--time=2", "--output", str(workdir / "out-%j.txt"), cwd=workdir,
+                            env={"BELVEDERE_TASKPROLOG_CONF": str(workdir / "taskprolog.env")})
+
+    def logs():
+        return "\n".join(f"{p.name}: {p.read_text()}" for p in workdir.glob("*.log")) + "\n" + cluster.log_tails(10)
+
+    def stored():
+        return sorted(FlightDump.objects.filter(job__cluster__name="frtest", job__job_id=job_id)
+                      .values_list("rank", flat=True))
+
+    assert wait_for(lambda: stored() == [0, 1], 60), logs()
+    lines = (workdir / f"out-{job_id}.txt").read_text().splitlines()
+    assert lines.count(f"prefix={dumps_dir}/{job_id}/nccl_trace_rank_ on=1") == 2, lines
+    assert wait_for(lambda: not (dumps_dir / str(job_id)).exists(), 20), logs()
+    # (The detached sender's log line goes to syslog on a node; here to /dev/null, as its stdio leaves slurmd's pipes.)
+    # The analysis: rank 1 never entered the all-reduce rank 0 waited in.
+    from apps.flightrec.tasks import analyse_job
+
+    analyse_job.apply(args=(Job.objects.get(cluster__name="frtest", job_id=job_id).pk,)).get()
+    api_client.force_authenticate(make_user("operator", is_staff=True))
+    body = api_client.get(f"/api/v1/jobs/frtest/{job_id}/flight-recorder/").json()
+    assert body["status"] == "hang" and body["ranks_dumped"] == 2 and [c["rank"] for c in body["culprits"]] == [1], body
