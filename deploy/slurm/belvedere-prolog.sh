@@ -272,6 +272,16 @@ if [ "$MODE" = print ]; then
         [ "$BELVEDERE_JOB_TOKENS" = 1 ] && BODY="$BODY,\"token\":true"
         printf '%s}\n' "$BODY"
         [ -n "$NOTES" ] && log warning "$(with_notes "start event of $SUMMARY")"
+        # Where the job's Flight Recorder dumps would go (checked, nothing made).
+        NOTES=""
+        if [ -n "$BELVEDERE_FLIGHTREC_DIR" ]; then
+            if { [ -e "$BELVEDERE_FLIGHTREC_DIR" ] || ! matches "$BELVEDERE_FLIGHTREC_DIR" "$DIR_RE"; } &&
+                ! flightrec_base_usable 0 || ! flightrec_job_ids; then
+                log warning "$(with_notes "no Flight Recorder folder would be made")"
+            else
+                log info "with a job token, would make the Flight Recorder folder $BELVEDERE_FLIGHTREC_DIR/$JOB_ID for uid $FR_UID"
+            fi
+        fi
     fi
     exit 0
 fi

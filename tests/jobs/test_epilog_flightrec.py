@@ -95,6 +95,9 @@ def analysed(api_client, key: str) -> dict:
 @pytest.mark.django_db(transaction=True)
 def test_the_prolog_makes_the_job_users_folder_and_the_taskprolog_points_pytorch_into_it(node, live_server, make_user):
     needs_root()
+    shown = run(PROLOG, node, "--print", **settings(node, SLURM_JOB_UID=str(OTHER_UID)))
+    assert f"would make the Flight Recorder folder {folder(node)} for uid {OTHER_UID}" in shown.stderr, shown.stderr
+    assert not folder(node).exists()  # --print makes nothing
     start_job(node, live_server, make_user, SLURM_JOB_UID=str(OTHER_UID), SLURM_JOB_GID=str(OTHER_UID))
     info = folder(node).lstat()
     assert stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o700
