@@ -384,6 +384,10 @@ class PynvmlAdapter:
     def memory_used_bytes(self, handle):
         return self.nv.nvmlDeviceGetMemoryInfo(handle).used
 
+    def numa_node(self, handle):
+        """The NUMA node that is the GPU's memory on coherent platforms (GH200), NVML's nvmlDeviceGetNumaNodeId."""
+        return self.nv.nvmlDeviceGetNumaNodeId(handle)
+
     def utilization_gpu(self, handle):
         return self.nv.nvmlDeviceGetUtilizationRates(handle).gpu
 
@@ -1067,6 +1071,32 @@ def proc_times(text):
 # Processes that start the training ranks rather than being one (their children are the ranks).
 LAUNCHERS = {"torchrun", "bash", "sh", "dash", "zsh", "srun", "mpirun", "mpiexec", "accelerate", "deepspeed",
              "python-launcher", "apptainer", "singularity", "enroot", "pyxis", "conmon"}
+
+
+def nvml_numa_map(adapter=None) -> dict:
+    """{NUMA node: GPU index} from NVML (nvmlDeviceGetNumaNodeId: the GPU's memory as a NUMA node on coherent
+    platforms); {} without NVML, without GPUs or on any NVML error (the host reader then maps by order)."""
+    if adapter is not None and not hasattr(adapter, "numa_node"):
+        return {}  # an adapter that cannot say (a test's recording one): left alone
+    try:
+        nvml = adapter or PynvmlAdapter.load()
+        nvml.init()
+    except Exception:  # no pynvml, no driver: the order it is
+        return {}
+    found = {}
+    try:
+        for index in range(nvml.device_count()):
+            numa = nvml.numa_node(nvml.device_handle(index))
+            if isinstance(numa, int) and numa >= 0:
+                found[numa] = index
+    except Exception:  # an NVML without the call, or a GPU that is not a NUMA node
+        found = {}
+    finally:
+        try:
+            nvml.shutdown()
+        except Exception:
+            pass
+    return found
 
 
 def split_ranks(procs: dict, names: dict) -> tuple[list, list]:
@@ -1975,7 +2005,9 @@ def make_source(options, env: dict, host: str, adapters=None):
     host = getattr(options, "host_metrics", "off")
     if host == "off" or (host == "auto" and not os.path.isfile(os.path.join(options.proc, "stat"))):
         return gpus
-    return CombinedSource(gpus, HostSource(options.proc, options.node_sysfs, options.cgroup_root), required=host == "on")
+    gpu_numa = nvml_numa_map((adapters or {}).get("nvml")) if options.source != "none" else {}
+    return CombinedSource(gpus, HostSource(options.proc, options.node_sysfs, options.cgroup_root, gpu_numa=gpu_numa),
+                          required=host == "on")
 
 
 def build_monitor(options, env: dict, stop: threading.Event, adapters=None) -> Monitor:

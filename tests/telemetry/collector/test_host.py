@@ -268,3 +268,37 @@ def test_ranks_under_a_launcher_and_their_workers_are_told_apart():
              15: "pt_data_worker", 16: "pt_data_worker", 20: "bash", 21: "python", 22: "pt_data_worker"}
     assert collector.split_ranks(procs, names) == ([11, 12, 21], [13, 14, 15, 16, 22])
     assert collector.split_ranks({30: (1, 0)}, {30: "torchrun"}) == ([30], [])  # a launcher alone is what ran
+
+
+class NumaNvml:
+    """NVML as the collector's adapter sees it on a GH200 node: GPU i's memory is NUMA node 4 + 8 i (nvmlDeviceGetNumaNodeId)."""
+
+    def __init__(self, nodes=(4, 12, 20, 28), fail=False):
+        self.nodes, self.fail, self.calls = nodes, fail, []
+
+    def init(self):
+        self.calls.append("init")
+        if self.fail:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    def shutdown(self):
+        self.calls.append("shutdown")
+
+    def device_count(self):
+        return len(self.nodes)
+
+    def device_handle(self, index):
+        return index
+
+    def numa_node(self, handle):
+        return self.nodes[handle]
+
+
+def test_the_gpus_numa_nodes_come_from_nvml_when_it_can_say(tmp_path):
+    nvml = NumaNvml(nodes=(12, 4))  # GPU 0's memory is node 12: not the order of the node ids
+    assert collector.nvml_numa_map(nvml) == {12: 0, 4: 1} and nvml.calls == ["init", "shutdown"]
+    assert collector.nvml_numa_map(NumaNvml(fail=True)) == {}
+    assert collector.nvml_numa_map(object()) == {}  # an adapter without the call
+    host = source(fake_host(tmp_path, {0: [0, 1]}, (4, 12)), gpu_numa=collector.nvml_numa_map(NumaNvml(nodes=(12, 4))))
+    host.open()
+    assert host.gpu_nodes == {4: 1, 12: 0}
