@@ -68,6 +68,11 @@ def test_a_job_waiting_on_its_data_loaders_is_named_with_its_host_row(store, cli
     loader = heatmap["host"][1]["values"]
     assert len(loader) == len(heatmap["times"]) and max(v for v in loader if v is not None) >= 0.95
     assert min(v for v in loader if v is not None) <= 0.5  # the stalls stand out from the steady stretches
+    from apps.saturation.services import job_saturation_refresh
+    job_saturation_refresh(job)  # the saturation heatmap draws the same host rows under its GPUs
+    saturation = client.get("/api/v1/jobs/alps/4242/saturation/heatmap/?encoding=u8&metric=S").json()
+    assert [row["label"] for row in saturation["host"]] == [row["label"] for row in heatmap["host"]]
+    assert len(saturation["host"][1]["values"]) == len(saturation["times"])
     page = client.get("/jobs/alps/4242/").content.decode()
     assert 'href="/nodes/nid001234/"' in page and "GPUs wait on the host" in page
 

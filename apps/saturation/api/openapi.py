@@ -115,6 +115,13 @@ class HeatmapScaleField(serializers.JSONField):
     """json answer: the resolution of ``values`` (a number); compact answer: the colour range (an object)."""
 
 
+class SaturationHostRow(serializers.Serializer):
+    """A host row under the GPU rows (issue 39): per bin the mean over the job's nodes, 0-1, null without a sample."""
+
+    label = serializers.CharField()
+    values = serializers.ListField(child=serializers.FloatField(allow_null=True))
+
+
 class HeatmapResponse(serializers.Serializer):
     """A GPU × time matrix of one metric, in one of two encodings.
 
@@ -154,3 +161,7 @@ class HeatmapResponse(serializers.Serializer):
     shading = HeatmapShade(many=True, required=False)
     peers = serializers.CharField(allow_null=True, required=False)
     coverage = HeatmapCoverage(required=False)
+    host = SaturationHostRow(many=True, required=False,
+                          help_text="Compact answer: the host under the GPU rows (issue 39) on the same bins: CPU busy, "
+                                    "data-loader CPU and host memory used of the job's nodes, 0-1; empty without host "
+                                    "samples.")

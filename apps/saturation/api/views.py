@@ -22,6 +22,8 @@ from apps.core.api.params import QueryIntegerField
 from apps.core.exports import FORMATS, table_bytes
 from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
+from apps.telemetry.backends.base import TelemetryUnavailable
+from apps.telemetry.selectors import host_heatmap_rows
 
 from ..choices import JobSaturationStatusChoices
 from ..models import JobSaturation
@@ -68,11 +70,14 @@ _HEAD_FIELDS = tuple(field.attname for field in JobSaturation._meta.concrete_fie
 _PRODUCT_FIELDS = ("id", "job_id", "computed", "product")
 
 
-def saturation_head(request, cluster, job_id) -> dict:
-    """The caller's job's ready result without its big fields (``.values()``), or the same 404s as ``_record``."""
+def saturation_head(request, cluster, job_id, *, holder=None) -> dict:
+    """The caller's job's ready result without its big fields (``.values()``), or the same 404s as ``_record``.
+    ``holder`` (a view) gets the job as ``holder.job`` (the heatmap's host row reads its nodes)."""
     job = job_get_for_user(request.user, cluster, job_id, token_job(request))
     if job is None:
         raise Http404
+    if holder is not None:
+        holder.job = job
     head = JobSaturation.objects.filter(job=job).values(*_HEAD_FIELDS).first()
     if head is None or head["status"] != JobSaturationStatusChoices.STATUS_READY:
         state = JobSaturation(**head).get_status_display() if head else "not scored yet"
@@ -226,7 +231,7 @@ class HeatmapView(ConditionalProductMixin, APIView):
     product_params_class = HeatmapParams
 
     def product_version(self, request, cluster, job_id):
-        self.head = saturation_head(request, cluster, job_id)
+        self.head = saturation_head(request, cluster, job_id, holder=self)
         return saturation_version(self.head)
 
     @extend_schema(parameters=[HeatmapParams], responses={200: HeatmapResponse})
@@ -235,7 +240,12 @@ class HeatmapView(ConditionalProductMixin, APIView):
 
     def product_payload(self, request, params, cluster, job_id):
         if params["encoding"] == "u8":
-            return compact_heatmap(self.head, params)
+            body = compact_heatmap(self.head, params)
+            try:  # issue 39: the host under the GPU rows, on the same bins
+                body["host"] = host_heatmap_rows(self.job, body["times"], body["bin_seconds"])
+            except TelemetryUnavailable:
+                body["host"] = []
+            return body
         record = JobSaturation.objects.get(pk=self.head["id"])
         metric, sort, bins = params["metric"], params["sort"], params["bins"]
         cube = load_product(record, [metric])
