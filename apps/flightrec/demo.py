@@ -70,9 +70,9 @@ def build(context: DemoContext) -> dict:
     for offset, (name, kind, culprit, state) in enumerate(((NAMES[0], "never_entered", HANG_CULPRIT, JobStateChoices.TIMEOUT),
                                                            (NAMES[1], "mismatch", MISMATCH_CULPRIT, JobStateChoices.FAILED))):
         nodes = hostnames[2000 + offset * 64: 2000 + offset * 64 + NODES]
-        # ended 7 h ago: its XID sample is older than the GPU error counters' freshness limit (6 h), so the catalogue's
-        # story stays true (the hourly health exporter stopped two days ago: that product is stale)
-        end = context.now - timedelta(hours=7 + 20 * offset)
+        # ended 50 h ago, before the hourly health exporter of the catalogue's story stopped (two days ago): its XID
+        # sample is not the newest of the GPU error counters, which stay stale as that story says
+        end = context.now - timedelta(hours=50 + 20 * offset)
         start = end - timedelta(hours=4)
         job_id = (Job.objects.filter(cluster=cluster).order_by("-job_id").values_list("job_id", flat=True).first() or 0) + 1
         job = Job.objects.create(
