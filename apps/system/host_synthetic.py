@@ -9,7 +9,8 @@ for a GH200 job (4 GPUs per node, 4 Grace NUMA domains):
 * ``host``: host samples every ``interval_s`` (``HOST_COLUMNS``): CPU busy of the node and its NUMA domains, memory,
   page cache (``page_cache_gpu``: {(host, gpu): bytes} of page cache resident in GPU memory), the step's CPU, the
   ranks' and the data-loader workers' CPU (1.0 during the stalls: the workers saturated; 0.45 otherwise).
-* ``gpu``: DCGM samples of SM activity (1002) and GPU utilisation (203) per GPU: idle (0.05) during the stalls and
+* ``gpu``: DCGM samples of GR engine, SM, tensor and DRAM activity (1001, 1002, 1004, 1005) and GPU utilisation (203)
+  per GPU: idle (0.05) during the stalls and
   the checkpoints, busy (0.75) otherwise.
 
 ``loader_bound=False`` gives the same dips without the host's part (the stalls' workers stay at 0.45): the dips of
@@ -95,7 +96,10 @@ def data_loader_job(hosts: list[str], job_id: int, start: datetime, seconds: flo
             cached = float(page_cache_gpu.get((host, gpu), 0.3 * GIB))
             values[(f"gpu{gpu}", "host_gpu_page_cache")] = np.full(len(grid), cached)
             values[(f"gpu{gpu}", "host_gpu_host_alloc")] = np.full(len(grid), 1.5 * GIB)
-            for field, level in ((1002, sm), (203, sm * 100)):
+            # GR engine, SM, tensor and DRAM activity as DCGM's profiling fields give them (a training step's mix), so
+            # the job has a saturation score, not "utilisation only", and its dips show in it
+            for field, level in ((1001, np.clip(sm + 0.03, 0, 1)), (1002, sm), (1004, sm * 0.55), (1005, sm * 0.35),
+                                 (203, sm * 100)):
                 gpu_rows.append(pd.DataFrame({"ts": stamps, "cluster": cluster, "host": host, "gpu": gpu,
                                               "uuid": f"GPU-{host}-{gpu}", "field": field, "value": level}))
         for (dom, field), series in values.items():
