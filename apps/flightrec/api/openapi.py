@@ -42,7 +42,7 @@ class Culprit(serializers.Serializer):
     evidence = Evidence(many=True)
 
 
-class Finding(serializers.Serializer):
+class FlightFinding(serializers.Serializer):
     status = serializers.CharField()
     verdict = serializers.CharField()
     process_group = serializers.CharField()
@@ -65,7 +65,7 @@ class FlightResponse(serializers.Serializer):
     process_group = ProcessGroup(allow_null=True)
     collective = Collective(allow_null=True)
     culprits = Culprit(many=True)
-    findings = Finding(many=True, help_text="the first disagreement of every process group that has one")
+    findings = FlightFinding(many=True, help_text="the first disagreement of every process group that has one")
     grid = serializers.DictField(allow_null=True, required=False, help_text="{seqs, focus, rows: [{rank, cells, like}], folded}")
     last_entries = serializers.DictField(required=False, help_text="rank -> its last entries, with stack frames when dumped")
 
