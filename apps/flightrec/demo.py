@@ -33,18 +33,33 @@ def reset() -> None:
     Job.objects.filter(cluster__name=DEMO_CLUSTER, name__in=NAMES, source="demo").delete()
 
 
-def _telemetry(job, host: str, gpu: int, stop) -> int:
-    """The hang's evidence: the culprit GPU idle among busy peers for 10 minutes, and XID 79 two minutes before the stop."""
+def _telemetry(job, nodes, host: str, gpu: int, stop, end) -> int:
+    """The hang seen from the GPUs, every GPU of the job every 30 s from 30 minutes before ``stop`` (when the job
+    stopped progressing) to ``end``: training (GR engine, SM, tensor and DRAM activity of a Megatron step); the culprit
+    GPU idle for the 10 minutes before the stop among busy peers, with XID 79 two minutes before it; after the stop the
+    peers spin in NCCL's kernels (GR engine busy, little SM work, no tensor work) until the job ends. Enough of DCGM's
+    profiling fields for the job to be scored."""
     from apps.telemetry.store import telemetry_store
 
+    training = {1001: 0.97, 1002: 0.82, 1004: 0.5, 1005: 0.35}
+    spinning = {1001: 1.0, 1002: 0.12, 1004: 0.0, 1005: 0.02}
+    idle = {1001: 0.0, 1002: 0.0, 1004: 0.0, 1005: 0.0}
     rows = []
-    for second in range(0, 600, 30):
-        ts = stop - timedelta(seconds=600 - second)
-        for lane in range(4):
-            rows.append({"ts": ts, "cluster": DEMO_CLUSTER, "host": host, "gpu": lane, "uuid": f"GPU-{host}-{lane}",
-                         "field": SM_ACTIVE, "value": 0.0 if lane == gpu else 0.92})
+    first = stop - timedelta(minutes=30)
+    for second in range(0, int((end - first).total_seconds()), 30):
+        ts = first + timedelta(seconds=second)
+        before = (stop - ts).total_seconds()  # > 0 before the stop
+        for node in nodes:
+            for lane in range(4):
+                if node == host and lane == gpu:
+                    levels = idle if before <= 600 else training
+                else:
+                    levels = training if before > 0 else spinning
+                for field, value in levels.items():
+                    rows.append({"ts": ts, "cluster": DEMO_CLUSTER, "host": node, "gpu": lane,
+                                 "uuid": f"GPU-{node}-{lane}", "field": field, "value": value})
         rows.append({"ts": ts, "cluster": DEMO_CLUSTER, "host": host, "gpu": gpu, "uuid": f"GPU-{host}-{gpu}",
-                     "field": XID_FIELD, "value": 79.0 if second >= 480 else 0.0})
+                     "field": XID_FIELD, "value": 79.0 if before <= 120 else 0.0})
     frame = pd.DataFrame(rows)
     frame["ts"] = pd.to_datetime(frame["ts"], utc=True)
     try:
@@ -97,7 +112,12 @@ def build(context: DemoContext) -> dict:
         for rank, data in megatron_dumps(NODES * 4, ENTRIES, tp=TP, pp=PP, culprit=culprit, kind=kind, end_ns=dump_end):
             flight_dump_store(job, rank, data, "pickle")
         if kind == "never_entered":
-            _telemetry(job, nodes[culprit // 4], culprit % 4, end - timedelta(minutes=10, seconds=30))
+            if _telemetry(job, nodes, nodes[culprit // 4], culprit % 4, end - timedelta(minutes=10, seconds=30), end):
+                from apps.saturation.services import job_saturation_refresh
+                from apps.telemetry.services import job_telemetry_refresh
+
+                job_telemetry_refresh(job)  # its page has its GPUs' heatmap and a score, as a finished job should
+                job_saturation_refresh(job)
         analysis = job_flight_analyse(job)
         made[name] = analysis.status
         context.say(f"flightrec: {name} ({DEMO_CLUSTER}/{job_id}): {analysis.body.get('verdict', '')}")

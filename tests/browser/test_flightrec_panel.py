@@ -31,8 +31,10 @@ def test_the_culprit_is_on_the_first_screen_and_on_the_topology(live_server, pag
     host = job.node_list[37 // 4]
     assert f"{host} GPU 1" in text and "rank 37 never entered all_reduce" in text and "data-parallel group" in text
     assert "XID" in text or "79" in text
-    first = page.locator("#first-screen").text_content()
-    assert first.index("TIMEOUT" if "TIMEOUT" in first else "time") < first.index("rank 37 never entered")
+    # how it ended comes first, and names the hang, not "a longer --time", as the likely cause
+    ending = page.locator("#first-screen .finding").first.text_content()
+    assert "time limit" in ending and "stuck collective" in ending and "rank 37 never entered" in ending
+    assert "longer --time" not in ending
     panel = page.locator("#panel-flightrec")
     panel.scroll_into_view_if_needed()
     assert "rank 37 never entered all_reduce" in page.locator("#flightrec-verdict").text_content()
