@@ -2,7 +2,8 @@
 
 A job joins a campaign by the first of these that holds (:func:`campaign_key`):
 
-1. its ``--comment`` names the run: ``run=NAME`` or ``campaign=NAME`` (also ``run:NAME``), within its account;
+1. its ``--comment`` names the run: ``run=NAME`` or ``campaign=NAME`` (also ``run:NAME``), within its account; or its
+   metrics client does (the metrics API's ``"run"`` key, kept as ``Job.run_name``): the same key, so both join;
 2. a ``singleton`` dependency: Slurm runs one job of a user's name at a time, which is how a chain of allocations is
    submitted (``sbatch --dependency=singleton`` many times); every job of the same account and job name belongs,
    the first one of the chain too (it may have been submitted without the dependency);
@@ -33,6 +34,7 @@ class JobFacts:
     dependency: str = ""
     restart_count: int | None = None
     comment: str = ""
+    run: str = ""  # the run the job's metrics client named (Job.run_name)
     submit: datetime | None = None
     start: datetime | None = None
     end: datetime | None = None
@@ -50,8 +52,8 @@ def is_singleton(dependency: str) -> bool:
 def campaign_key(job: JobFacts, singleton_names: set[tuple[str, str, str]]) -> tuple[str, str, str] | None:
     """(source, key, name) of the campaign ``job`` belongs to, or None. ``singleton_names``: the (cluster, account,
     job name) of every job with a singleton dependency."""
-    run = run_in_comment(job.comment)
-    if run:
+    run = run_in_comment(job.comment) or job.run
+    if run:  # the comment and the client's run key name the same thing: one key, so they join
         return "comment", f"comment:{job.cluster}:{job.account}:{run}", run
     if job.name and (job.cluster, job.account, job.name) in singleton_names:
         return "singleton", f"singleton:{job.cluster}:{job.account}:{job.name}", job.name

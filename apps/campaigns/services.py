@@ -27,7 +27,7 @@ class DetectReport:
 def _facts(jobs) -> list[detection.JobFacts]:
     return [detection.JobFacts(pk=job.pk, cluster=job.cluster.name, job_id=job.job_id, name=job.name, user=job.user_name,
                                account=job.account, dependency=job.dependency, restart_count=job.restart_count,
-                               comment=job.comment, submit=job.submit_time, start=job.start_time, end=job.end_time)
+                               comment=job.comment, run=job.run_name, submit=job.submit_time, start=job.start_time, end=job.end_time)
             for job in jobs]
 
 
@@ -37,7 +37,8 @@ def _candidates(cluster: Cluster | None):
     base = Job.objects.select_related("cluster")
     if cluster is not None:
         base = base.filter(cluster=cluster)
-    marked = base.filter(Q(dependency__icontains="singleton") | Q(restart_count__gt=0) | Q(comment__iregex=r"(run|campaign)\s*[=:]"))
+    marked = base.filter(Q(dependency__icontains="singleton") | Q(restart_count__gt=0) | Q(comment__iregex=r"(run|campaign)\s*[=:]")
+                         | ~Q(run_name=""))
     names = set(marked.filter(dependency__icontains="singleton").values_list("cluster_id", "account", "name"))
     same = Q(pk__in=[])
     for cluster_id, account, name in names:

@@ -90,6 +90,8 @@ class Job(TimeStampedModel):
     dependency = models.CharField(max_length=1000, blank=True, help_text=_(
         "The --dependency Slurm last showed (singleton, afterok:...); kept after Slurm clears a fulfilled one."))
     restart_count = models.PositiveIntegerField(null=True, blank=True, help_text=_("How often Slurm requeued the job (restart_cnt)."))
+    run_name = models.CharField(max_length=100, blank=True, help_text=_(
+        "The training run the job's metrics client names (the metrics API's \"run\" key): its campaign."))
     source = models.CharField(max_length=20, blank=True, help_text=_("squeue, sacct, scontrol, event or demo."))
 
     class Meta:

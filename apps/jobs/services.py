@@ -1,4 +1,5 @@
 """Writes about jobs: upserting parsed Slurm records, job events, cluster syncs, job tokens."""
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -338,3 +339,18 @@ def job_token_issue(job: Job, created_by: str) -> str:
         token.save(update_fields=["expires"])
     return key
 
+
+
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+-]{0,99}")
+
+
+def job_run_name_set(job: Job, name: str) -> bool:
+    """Record the training run the job's metrics client names (``RUN_NAME``: what ``--comment run=NAME`` accepts);
+    True when it changed. ValueError naming the rule for anything else."""
+    if not isinstance(name, str) or not RUN_NAME.fullmatch(name):
+        raise ValueError("run is 1-100 characters of A-Z a-z 0-9 . _ / + -, starting with a letter or digit")
+    if job.run_name == name:
+        return False
+    Job.objects.filter(pk=job.pk).update(run_name=name)
+    job.run_name = name
+    return True

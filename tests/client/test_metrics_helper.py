@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import warnings
 from datetime import timedelta
@@ -258,3 +259,56 @@ def test_a_training_process_posts_to_the_portal_with_its_job_token(live_server, 
     assert series["tokens_per_s"]["step"] == list(range(20))
     assert series["loss"]["value"][-1] == pytest.approx(1.1) and len(series["val.acc"]["value"]) == 20
     assert series["event.checkpoint"]["value"] == [12.0] and series["event.checkpoint"]["step"] == [19]
+
+
+def test_the_run_the_client_names_puts_its_job_into_the_campaign_of_that_run(live_server, transactional_db, store,
+                                                                               client_env):
+    """Issue 37: a campaign is found from "a job's --comment or the client's run key": a job whose training process
+    sets BELVEDERE_RUN joins the job that named the same run with sbatch --comment run=NAME; a bad name is not sent
+    (said once) and the portal refuses one naming the field."""
+    from django.utils import timezone
+
+    from apps.campaigns.models import CampaignJob
+    from apps.campaigns.services import campaigns_detect
+    from apps.jobs.models import Cluster, Job
+    from apps.jobs.services import job_token_issue
+
+    cluster = Cluster.objects.create(name="alps")
+    now = timezone.now()
+    first = Job.objects.create(cluster=cluster, job_id=5001, user_name="alice", account="a-llm", name="pretrain",
+                               state="COMPLETED", submit_time=now - timedelta(hours=7), start_time=now - timedelta(hours=6),
+                               end_time=now - timedelta(hours=2), node_list=["nid000001"], gpus=4,
+                               comment="run=apertus-70b")
+    second = Job.objects.create(cluster=cluster, job_id=5002, user_name="alice", account="a-llm", name="pretrain-resume",
+                                state="RUNNING", submit_time=now - timedelta(hours=2), start_time=now - timedelta(minutes=5),
+                                node_list=["nid000002"], gpus=4)
+    key = job_token_issue(second, "test")
+    env = {**client_env, "BELVEDERE_URL": live_server.url, "BELVEDERE_JOB_TOKEN": key, "SLURM_CLUSTER_NAME": "alps",
+           "SLURM_JOB_ID": "5002", "SLURM_PROCID": "0", "BELVEDERE_RUN": "apertus-70b"}
+    code = ("import belvedere_client as bv, json\n"
+            "for i in range(3): bv.log(step=i, tokens_per_s=5000.0)\n"
+            "print(json.dumps([bv.flush(30), bv.stats()]))")
+    result = run_script(code, env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    flushed, stats = json.loads(result.stdout)
+    assert flushed and stats["sent"] == 3 and stats["refused"] == 0, result.stdout + result.stderr
+    second.refresh_from_db()
+    assert second.run_name == "apertus-70b"
+    campaigns_detect()
+    members = CampaignJob.objects.filter(job__in=[first, second]).select_related("campaign")
+    assert {m.job_id for m in members} == {first.pk, second.pk}
+    assert len({m.campaign_id for m in members}) == 1 and members[0].campaign.name == "apertus-70b"
+
+    # a name the portal would refuse is not sent by the client (said once) ...
+    bad = run_script(code, {**env, "BELVEDERE_RUN": "no spaces please"}, timeout=120)
+    assert bad.returncode == 0 and "BELVEDERE_RUN" in bad.stderr
+    assert json.loads(bad.stdout)[1]["refused"] == 0
+    # ... and a body that names one anyway is refused naming the field, nothing stored
+    request = urllib.request.Request(f"{live_server.url}/api/v1/jobs/alps/5002/metrics/", method="POST",
+                                     data=json.dumps({"run": "no spaces", "rows": [{"step": 9, "loss": 1.0}]}).encode(),
+                                     headers={"Authorization": f"JobToken {key}", "Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=60)
+    assert refused.value.code == 400 and b'"run"' in refused.value.read()
+    second.refresh_from_db()
+    assert second.run_name == "apertus-70b"

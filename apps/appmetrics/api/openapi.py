@@ -36,6 +36,7 @@ class MetricsIngestResponse(serializers.Serializer):
     rows = serializers.IntegerField(help_text="values stored")
     lines = serializers.IntegerField(required=False)
     model_config = serializers.BooleanField(required=False, help_text="the argument dump set the model config")
+    run = serializers.CharField(required=False, help_text="the training run the body named (the job's campaign)")
     errors = LineErrorBody(many=True)
 
 

@@ -13,6 +13,7 @@ from apps.core.api.negotiation import FormatIsOurs
 from apps.core.api.params import parse_query
 from apps.core.api.parsers import BoundedJSONParser, BoundedStream, StreamParser
 from apps.jobs.access import job_for_request
+from apps.jobs.services import job_run_name_set
 
 from .. import selectors, services
 from ..flops import ModelConfig, formula_words, model_flops_per_token
@@ -50,7 +51,10 @@ class MetricsView(APIView):
         return Response({"job": f"{cluster}/{job_id}", **series_body(frame, params["max_points"])})
 
     @extend_schema(parameters=[MetricsPostParams],
-                   request={"application/json": {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object"}}}},
+                   request={"application/json": {"type": "object", "properties": {
+                       "rows": {"type": "array", "items": {"type": "object"}},
+                       "run": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._/+-]{0,99}$",
+                               "description": "The training run this job belongs to (its campaign), as --comment run=NAME."}}},
                             "text/plain": {"type": "string"}, "application/octet-stream": {"type": "string", "format": "binary"}},
                    responses={201: MetricsIngestResponse})
     def post(self, request, cluster: str, job_id: int):
@@ -63,11 +67,17 @@ class MetricsView(APIView):
                                  [ErrorItem("unexpected content type", field="format")], status_code=415)
             data = request.data
             rows = data.get("rows") if isinstance(data, dict) else data
+            run = data.get("run") if isinstance(data, dict) else None
+            if run is not None:  # the training run the client names: the job's campaign (apps.campaigns)
+                try:
+                    job_run_name_set(job, run)
+                except ValueError as exc:
+                    raise InputError(f"run: {exc}.", [ErrorItem(str(exc), field="run")]) from None
             try:
                 written = services.metrics_ingest(job, rows, source="api", window=window)
             except services.MetricsRefused as exc:
                 raise _refused(exc) from None
-            answer = {"rows": written, "errors": []}
+            answer = {"rows": written, "errors": []} | ({"run": run} if run is not None else {})
         else:
             stream = request.data if hasattr(request.data, "read") else None
             if stream is None:

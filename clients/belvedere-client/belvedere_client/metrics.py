@@ -22,7 +22,9 @@ Configuration (``configure(...)`` wins over the environment):
 * ``BELVEDERE_URL``: the portal (else derived from ``BELVEDERE_JOB_URL``, which the portal's Slurm TaskProlog sets);
 * ``BELVEDERE_JOB_TOKEN`` (else the file named by ``BELVEDERE_JOB_TOKEN_FILE``, also set by the TaskProlog);
 * ``BELVEDERE_CLUSTER`` (else from ``BELVEDERE_JOB_URL``, else ``SLURM_CLUSTER_NAME``);
-* ``BELVEDERE_JOB_ID`` (else from ``BELVEDERE_JOB_URL``, else ``SLURM_JOB_ID``).
+* ``BELVEDERE_JOB_ID`` (else from ``BELVEDERE_JOB_URL``, else ``SLURM_JOB_ID``);
+* ``BELVEDERE_RUN`` (optional): the training run the job belongs to, sent with each batch as ``"run"``; the portal
+  joins the jobs of one run (one account) into a campaign, as ``sbatch --comment run=NAME`` does.
 
 Without a URL, token, cluster or job id ``log()`` records nothing and warns once.
 
@@ -79,8 +81,14 @@ class Config:
     def __init__(self, url: str = "", token: str = "", cluster: str = "", job_id: str = "", *,
                  interval_s: float = 10.0, batch_rows: int = 500, max_queue: int = 100_000, timeout_s: float = 5.0,
                  backoff_s: float = 1.0, backoff_max_s: float = 300.0, flush_deadline_s: float = 5.0,
-                 all_ranks: bool = False):
+                 all_ranks: bool = False, run: str = ""):
         self.url = (url or "").strip().rstrip("/")
+        # the training run this job belongs to (BELVEDERE_RUN): the portal joins the jobs of one run into a campaign
+        self.run = (run or "").strip()
+        if self.run and not RUN_NAME.match(self.run):
+            _warn("BELVEDERE_RUN {!r} is not 1-100 characters of A-Z a-z 0-9 . _ / + - (starting with a letter or digit): "
+                  "not sent".format(self.run))
+            self.run = ""
         self.token = (token or "").strip()
         self.cluster = (cluster or "").strip()
         self.job_id = str(job_id or "").strip()
@@ -103,6 +111,9 @@ class Config:
     def endpoint(self) -> str:
         return "{}/api/v1/jobs/{}/{}/metrics/".format(self.url, urllib.parse.quote(self.cluster, safe=""),
                                                       urllib.parse.quote(self.job_id, safe=""))
+
+
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/+-]{0,99}$")
 
 
 def _job_url_parts(job_url: str) -> Dict[str, str]:
@@ -131,6 +142,7 @@ def config_from_environment(environ: Optional[Mapping[str, str]] = None, **overr
         "cluster": env.get("BELVEDERE_CLUSTER") or from_job_url.get("cluster") or env.get("SLURM_CLUSTER_NAME", ""),
         "job_id": env.get("BELVEDERE_JOB_ID") or from_job_url.get("job_id") or env.get("SLURM_JOB_ID", ""),
         "all_ranks": env.get("BELVEDERE_ALL_RANKS", "").strip().lower() in ("1", "true", "yes"),
+        "run": env.get("BELVEDERE_RUN") or "",
     }
     if not values["token"] and overrides.get("token") is None and env.get("BELVEDERE_JOB_TOKEN_FILE"):
         values["token"] = _read_token_file(env["BELVEDERE_JOB_TOKEN_FILE"])
@@ -281,7 +293,8 @@ class MetricsClient:
 
     def _post(self, batch: List[dict]) -> str:
         """"sent", "refused" (the portal will never take this batch: drop it) or "retry"."""
-        body = json.dumps({"rows": batch}, separators=(",", ":")).encode()
+        body = json.dumps({"rows": batch, **({"run": self.config.run} if self.config.run else {})},
+                          separators=(",", ":")).encode()
         request = urllib.request.Request(self.config.endpoint, data=body, method="POST", headers={
             "Content-Type": "application/json", "Authorization": "JobToken " + self.config.token,
             "User-Agent": _USER_AGENT})
@@ -369,7 +382,8 @@ def configure(url: Optional[str] = None, token: Optional[str] = None, cluster: O
     """Set where and how to send (unset arguments come from the environment); call it before the first ``log()``.
 
     ``options``: interval_s (10), batch_rows (500), max_queue (100,000), timeout_s (5), backoff_s (1),
-    backoff_max_s (300), flush_deadline_s (5), all_ranks (False). Rows logged before are carried over.
+    backoff_max_s (300), flush_deadline_s (5), all_ranks (False), run ("": the training run, see BELVEDERE_RUN).
+    Rows logged before are carried over.
     Returns the client, or None when nothing will be sent (settings missing, or not rank 0)."""
     global _state
     config = config_from_environment(url=url, token=token, cluster=cluster,
