@@ -125,3 +125,34 @@ def test_drift_counts_changes_of_a_node_not_its_first_report():
     assert versions.drift(facts) == [
         {"day": "2026-12-01", "key": "driver", "label": "driver", "value": "560.35.03", "nodes": 2},
         {"day": "2026-12-02", "key": "vbios", "label": "VBIOS", "value": "96.00.89.00.01", "nodes": 1}]
+
+
+def test_a_hot_node_at_the_start_of_a_job_is_named_from_the_stored_samples(db, store, make_user, client):
+    """Issue 38, thermal outliers, through the real store: the samples of the job's first minutes (as the collector
+    posts them) name the node whose GPUs run 12 °C hotter under the same load on the first screen; the others not."""
+    from apps.jobs.models import Cluster, Job, node_search_text
+    from apps.telemetry.store import telemetry_store
+
+    hosts = [f"nid{node:06d}" for node in range(6)]
+    start = (django_tz.now() - timedelta(minutes=40)).replace(second=0, microsecond=0)
+    Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=3840, user_name="alice", account="a-llm01",
+                       state="RUNNING", submit_time=start, start_time=start, node_list=hosts, node_count=len(hosts),
+                       node_search=node_search_text(hosts), partition="normal")
+    rows = []
+    for host in hosts:
+        for gpu in range(4):
+            for second in range(0, 12 * 60, 10):
+                ts = start + timedelta(seconds=second)
+                temp = 66 + gpu * 0.5 + (12 if host == "nid000003" else 0)
+                for field, value in ((150, temp), (100, 1755.0), (1002, 0.8)):
+                    rows.append({"ts": ts, "cluster": "alps", "host": host, "gpu": gpu, "uuid": f"GPU-{host}-{gpu}",
+                                 "field": field, "value": value})
+    frame = pd.DataFrame(rows)
+    frame["ts"] = pd.to_datetime(frame["ts"], utc=True)
+    telemetry_store().write(frame)
+    client.force_login(make_user("alice"))
+    body = client.get("/api/v1/jobs/alps/3840/first-screen/").json()
+    titles = [f["title"] for f in body["findings"]]
+    hot = [title for title in titles if "hotter" in title]
+    assert len(hot) == 1 and hot[0].startswith("nid000003 runs 12 °C hotter"), titles
+    assert not [title for title in titles if any(h in title for h in hosts if h != "nid000003") and "hotter" in title]
