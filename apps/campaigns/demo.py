@@ -42,15 +42,6 @@ def _hostlist(nodes) -> str:
     return hostlist.collect_hostlist(list(nodes))
 
 
-def _teammate(context, account: str) -> str:
-    """A member of ``account`` other than the demo login: the demo's runs without GPU telemetry of their own belong to
-    a teammate, so that every job the demo login owns has telemetry and a score (tests/telemetry/test_synthetic_jobs.py)
-    while the demo login still sees them through the project."""
-    members = context.shared.get("memberships") or {}
-    others = sorted(user for user, accounts in members.items() if account in accounts and user != "demo")
-    return others[0] if others else "demo"
-
-
 @demo_part("campaigns", order=76, reset=reset, weight=2)
 def build(context: DemoContext) -> dict:
     from apps.appmetrics.services import metrics_ingest
@@ -65,7 +56,7 @@ def build(context: DemoContext) -> dict:
     if cluster is None or len(hostnames) < NODES * 4:
         return {}
     account = sorted((context.shared.get("memberships") or {}).get(DEMO_USER) or ["a-llm01"])[0]
-    owner = _teammate(context, account)
+    owner = context.teammate(account)
     total = sum(hours + queue for hours, queue, _ in PLAN)
     start = (context.now - timedelta(hours=total + 2)).replace(second=0, microsecond=0)
     records, metrics = [], {}

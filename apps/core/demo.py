@@ -62,6 +62,14 @@ class DemoContext:
     def say(self, line: str) -> None:
         self.out.write(line + "\n")
 
+    def teammate(self, account: str, login: str = "demo") -> str:
+        """A member of ``account`` other than ``login`` (the accounts part's ``memberships``; ``login`` itself when the
+        account has no other): the demo's runs without GPU telemetry of their own belong to a teammate, so that every
+        job the demo login owns has telemetry and a score while the demo login still sees them through the project."""
+        members = self.shared.get("memberships") or {}
+        others = sorted(user for user, accounts in members.items() if account in accounts and user != login)
+        return others[0] if others else login
+
 
 @dataclass(frozen=True)
 class DemoPart:

@@ -68,15 +68,6 @@ def _telemetry(job, nodes, host: str, gpu: int, stop, end) -> int:
         return 0
 
 
-def _teammate(context, account: str) -> str:
-    """A member of ``account`` other than the demo login: the demo's runs without GPU telemetry of their own belong to
-    a teammate, so that every job the demo login owns has telemetry and a score (tests/telemetry/test_synthetic_jobs.py)
-    while the demo login still sees them through the project."""
-    members = context.shared.get("memberships") or {}
-    others = sorted(user for user, accounts in members.items() if account in accounts and user != "demo")
-    return others[0] if others else "demo"
-
-
 @demo_part("flightrec", order=72, reset=reset, weight=2)
 def build(context: DemoContext) -> dict:
     from apps.jobs.choices import JobStateChoices
@@ -101,7 +92,7 @@ def build(context: DemoContext) -> dict:
         start = end - timedelta(hours=4)
         job_id = (Job.objects.filter(cluster=cluster).order_by("-job_id").values_list("job_id", flat=True).first() or 0) + 1
         job = Job.objects.create(
-            cluster=cluster, job_id=job_id, name=name, user_name=_teammate(context, account), account=account, partition="normal", qos="normal",
+            cluster=cluster, job_id=job_id, name=name, user_name=context.teammate(account), account=account, partition="normal", qos="normal",
             state=state, submit_time=start - timedelta(minutes=5), start_time=start, end_time=end, time_limit_minutes=240 if kind == "never_entered" else 720,
             exit_code=0 if kind == "never_entered" else 1, node_list=nodes, node_search=node_search_text(nodes), nodes=",".join(nodes),
             node_count=NODES, tasks=NODES * 4, gpus=NODES * 4, environment="megatron-lm-core", source="demo",
