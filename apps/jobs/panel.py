@@ -1,5 +1,6 @@
 """The job app's own panels on its page: timeline and steps, and how scripts in the job reach the portal."""
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.core.hang_verdicts import hang_verdict
 from apps.core.numbers import clock, duration_words
@@ -18,9 +19,11 @@ def timeline_summary(job) -> PanelSummary | None:
         return PanelSummary(facts=[Fact("State", job.get_state_display(), job.state_reason or "waiting to start", "info",
                                         "fact-state", rank=0)])
     if job.end_time:
-        words = f"ran {duration_words(job.end_time - job.start_time)}, {clock(job.start_time)}–{clock(job.end_time, job.start_time)}"
+        # the date where the start is not today: a job that ended two days ago must not read as this morning's
+        words = (f"ran {duration_words(job.end_time - job.start_time)}, {clock(job.start_time, timezone.now())}–"
+                 f"{clock(job.end_time, job.start_time)}")
     else:
-        words = f"running for {duration_words(job.elapsed)} since {clock(job.start_time)}"
+        words = f"running for {duration_words(job.elapsed)} since {clock(job.start_time, timezone.now())}"
         if job.time_limit_minutes:
             words += f" of {duration_words(job.time_limit_minutes * 60)} allowed"
     level = "ok" if job.state in (JobStateChoices.RUNNING, JobStateChoices.COMPLETED) else "warning"

@@ -126,3 +126,21 @@ def test_a_job_the_flight_recorder_found_stuck_is_told_the_hang_not_to_ask_for_m
     assert verdict in aborted.cause and "signal 6" in aborted.title
     # a clean end is not a hang, whatever a source says
     assert ending(state="COMPLETED", exit_code=0, hang=verdict) is None
+
+
+@pytest.mark.django_db
+def test_the_state_tile_of_a_job_that_ran_days_ago_gives_its_date():
+    """A timed-out job of two days ago read "ran 4 h, 05:14 UTC–09:14 UTC", as if it were this morning's."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.jobs.models import Cluster, Job
+    from apps.jobs.panel import timeline_summary
+
+    end = timezone.now() - timedelta(hours=50)
+    job = Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=77, user_name="a", account="p",
+                             state="TIMEOUT", submit_time=end - timedelta(hours=5), start_time=end - timedelta(hours=4),
+                             end_time=end, time_limit_minutes=240)
+    (fact,) = timeline_summary(job).facts
+    assert f"{(end - timedelta(hours=4)):%Y-%m-%d %H:%M} UTC–" in fact.detail
