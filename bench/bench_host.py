@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.common import Figure, median_seconds
+from bench.common import Figure, ingest_net_bodies
 
 NODES = 2688
 INTERVAL_S = 10
@@ -54,35 +54,11 @@ def measure(workdir: Path, nodes: int = NODES, intervals: int = 3) -> dict:
     store = EmbeddedBackend(path=str(workdir / "host"), threads=1)
     store.check()
     now = (T0 + timedelta(seconds=INTERVAL_S * intervals)).to_pydatetime()
-    state = {"interval": 0, "frames": []}
-
-    def one_interval():
-        body = bodies[state["interval"]]
-        state["interval"] += 1
-        samples = ingest.iter_samples((body,), "application/x-ndjson", max_samples=10**7)
-        parsed = ingest.parse_batch(samples, now=now, default_cluster="alps")
-        assert not parsed.errors and len(parsed.frame) == 0, parsed.errors[:3]
-        store.write_net(parsed.net)
-        state["frames"].append(parsed.net)
-
-    per_interval = median_seconds(one_interval, repeats=intervals)
+    done = ingest_net_bodies(store, bodies, now, workdir, "host")
+    per_interval = done["seconds"]
     stored = len(store.read_host("alps"))
     store.close()
-
-    frame = state["frames"][-1]
-    plain = frame.assign(ts=frame["ts"].astype("int64"))[["cluster", "host", "nic", "field", "ts", "value"]]
-    bare = {"run": 0}
-
-    def bare_setup():
-        bare["run"] += 1
-        bare["db"] = duckdb.connect(str(workdir / f"bare-host-{bare['run']}.duckdb"))
-        bare["db"].execute("SET threads = 1")
-        bare["db"].execute("CREATE TABLE s (cluster VARCHAR, host VARCHAR, nic VARCHAR, field VARCHAR, ts BIGINT, "
-                           "value DOUBLE)")
-        bare["db"].register("plain", plain)
-
-    floor = median_seconds(lambda: bare["db"].execute("INSERT INTO s SELECT * FROM plain"), repeats=3, setup=bare_setup)
-    bare["db"].close()
+    frame, floor = done["frame"], done["floor"]
     return {"rows": len(frame), "nodes": nodes, "per_node": len(NODE_ROWS), "seconds": per_interval, "floor": floor,
             "stored": stored, "expected": len(frame) * intervals}
 
