@@ -45,9 +45,6 @@ def interval_body(interval: int, nodes: int) -> bytes:
 
 
 def measure(workdir: Path, nodes: int = NODES, intervals: int = 3) -> dict:
-    import duckdb
-
-    from apps.telemetry import ingest
     from apps.telemetry.backends.embedded import EmbeddedBackend
 
     bodies = [interval_body(interval, nodes) for interval in range(intervals)]

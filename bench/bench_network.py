@@ -37,9 +37,6 @@ def second_body(second: int, nics: int, fields) -> bytes:
 def measure(workdir: Path, nics: int = NODES * NICS_PER_NODE, seconds: int = 3) -> dict:
     """Ingest ``seconds`` consecutive seconds of ``nics`` NICs x the six fields; the median second, the
     floor, and what was stored."""
-    import duckdb
-
-    from apps.telemetry import ingest
     from apps.telemetry.backends.embedded import EmbeddedBackend
     from apps.telemetry.netfields import CANONICAL_NIC_FIELDS
 
