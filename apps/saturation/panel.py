@@ -179,7 +179,7 @@ def _not_scored_yet(job) -> str:
 
 def context(job, request) -> dict:
     record = record_for(job)
-    result = {"job_saturation": record}
+    result = {"job_saturation": record, "saturation_warming_up": bool(record is not None and record_warming_up(job, record))}
     if record is None or record.status != Status.STATUS_READY or not record.product:
         result["saturation_reason"] = why_no_score(job, record)
         return result

@@ -38,3 +38,22 @@ def test_once_steady_the_score_is_the_verdict():
     part = summary(_job(steady_found=True))
     (fact,) = [fact for fact in part.facts if fact.label == "Saturation"]
     assert fact.value == "13 of 100"
+
+
+
+@pytest.mark.parametrize("steady_found", [False, True])
+def test_the_panel_of_a_job_warming_up_does_not_speak_of_its_steady_state(steady_found):
+    """Seen on the ten-minute walk: the first screen said "warming up" while the GPU saturation panel said "In its
+    steady state the job's busiest unit ran at 29 %"."""
+    from django.template.loader import render_to_string
+
+    job = _job(steady_found)
+    record = job.saturation
+    html = render_to_string("saturation/_job_section.html", {
+        "job": job, "job_saturation": record, "saturation_warming_up": not steady_found,
+        "saturation_limiter_words": "tensor cores", "saturation_stragglers": []})
+    assert ("Warming up: the GPUs have not reached their steady state yet" in html) is not steady_found
+    assert ("In its steady state the job's busiest unit ran at 13 %" in html) is steady_found
+    from apps.saturation.panel import context
+
+    assert context(job, type("R", (), {"GET": {}})())["saturation_warming_up"] is not steady_found
