@@ -444,6 +444,13 @@ TELEMETRY_DCGM_PORT = env.int("TELEMETRY_DCGM_PORT", default=0)
 TELEMETRY_DCGM_SECONDS = env.float("TELEMETRY_DCGM_SECONDS", default=5.0)
 TELEMETRY_DCGM_MAX_NODES = env.int("TELEMETRY_DCGM_MAX_NODES", default=256)
 ELASTICSEARCH_URL = env("ELASTICSEARCH_URL", default="")
+# Retention tiers (apps/telemetry/retention.py): raw samples, 1-minute and 10-minute rollups, in days each. A read
+# never answers from a tier past its retention; beat's telemetry.expire removes whole day partitions (embedded) or
+# daily indices (Elasticsearch) once they lie wholly before it, every TELEMETRY_RETENTION_SECONDS.
+TELEMETRY_RETENTION_RAW_DAYS = env.float("TELEMETRY_RETENTION_RAW_DAYS", default=30.0)
+TELEMETRY_RETENTION_1M_DAYS = env.float("TELEMETRY_RETENTION_1M_DAYS", default=90.0)
+TELEMETRY_RETENTION_10M_DAYS = env.float("TELEMETRY_RETENTION_10M_DAYS", default=365.0)
+TELEMETRY_RETENTION_SECONDS = env.int("TELEMETRY_RETENTION_SECONDS", default=3600)
 TELEMETRY_BACKENDS = {
     "default": {
         "BACKEND": {
@@ -454,6 +461,8 @@ TELEMETRY_BACKENDS = {
             "path": str(DATA_DIR / "telemetry"),
             "url": ELASTICSEARCH_URL,
             "index_prefix": env("ELASTICSEARCH_INDEX_PREFIX", default="belvedere-telemetry"),
+            "retention": {"raw_days": TELEMETRY_RETENTION_RAW_DAYS, "m1_days": TELEMETRY_RETENTION_1M_DAYS,
+                          "m10_days": TELEMETRY_RETENTION_10M_DAYS},
         },
     },
 }
@@ -492,6 +501,7 @@ CELERY_BEAT_SCHEDULE["telemetry.materialize_recent_jobs"] = {"task": "telemetry.
                                                              "schedule": float(TELEMETRY_REFRESH_SECONDS)}
 CELERY_BEAT_SCHEDULE["saturation.score_recent_jobs"] = {"task": "saturation.score_recent_jobs",
                                                          "schedule": float(SATURATION_REFRESH_SECONDS)}
+CELERY_BEAT_SCHEDULE["telemetry.expire"] = {"task": "telemetry.expire", "schedule": float(TELEMETRY_RETENTION_SECONDS)}
 if TELEMETRY_DCGM_PORT:
     CELERY_BEAT_SCHEDULE["telemetry.read_dcgm_live_running"] = {"task": "telemetry.read_dcgm_live_running", "schedule": 60.0}
 # Clusters with sync mode "slurmrestd" are read from their slurmrestd_url (http(s)://host:port or

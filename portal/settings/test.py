@@ -28,3 +28,8 @@ JOB_PAGE_CACHE_SECONDS = 15
 DEMO_TELEMETRY_HOURS = float(os.environ.get("DEMO_TELEMETRY_HOURS", "0.25"))
 DEMO_FLEET_HOURS = float(os.environ.get("DEMO_FLEET_HOURS", "1.0"))
 READYZ_BROKER_TIMEOUT = 20.0
+# Many tests write samples at fixed dates (2026-01 to 2026-11) that age past the default 30-day raw horizon as the
+# calendar moves on; the test profile keeps every tier for a century unless a test (or the environment) says
+# otherwise. The tiers' own tests set their retention and clock explicitly (tests/telemetry/contract.py).
+_CENTURY = float(os.environ.get("TELEMETRY_RETENTION_TEST_DAYS", "36500"))
+TELEMETRY_BACKENDS["default"]["OPTIONS"]["retention"] = {"raw_days": _CENTURY, "m1_days": _CENTURY, "m10_days": _CENTURY}  # noqa: F405

@@ -14,6 +14,7 @@ from apps.telemetry.backends.base import (
     APP_COLUMNS, COLUMNS, HOST_AGGREGATE_COLUMNS, HOST_COLUMNS, NET_AGGREGATE_COLUMNS, NET_COLUMNS, STATS, Query, aggregate_frame, latest_frame,
     sort_aggregate, sort_samples,
 )
+from apps.telemetry.retention import TierError
 
 T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -186,8 +187,121 @@ class HostContract:
         assert backend.read_host("alps").empty
 
 
-class BackendContract(HostContract):
-    """Subclass with a ``backend`` fixture yielding an empty store."""
+class TierContract:
+    """Retention tiers (issue 40): raw samples, 1-minute and 10-minute rollups, each with its own retention.
+
+    Every test moves the store's clock (``backend.clock``) instead of waiting; the expected numbers come from the
+    reference aggregation of what the test wrote, so a rollup that loses or invents a sample fails here."""
+
+    DAY = timedelta(days=1)
+
+    def at(self, backend, moment):
+        backend.clock = lambda: moment
+
+    def test_rollups_equal_aggregating_the_raw_samples_after_the_raw_samples_expired(self, backend):
+        data = synthetic(minutes=40)
+        backend.write(data)
+        window = Query(start=T0, end=T0 + timedelta(hours=1))
+        self.at(backend, T0 + 31 * self.DAY)
+        gone = backend.expire()
+        assert {(e.source, e.tier) for e in gone} >= {("gpu", "raw")}
+        assert backend.read(window).empty
+        for step in (60, 120, 600, 3600):
+            assert_frames_equal(sort_aggregate(backend.aggregate(window, step)), aggregate_frame(data, step))
+        # the whole table at 10 minutes, from the 1-minute tier or the 10-minute one, is the same
+        self.at(backend, T0 + 91 * self.DAY)
+        backend.expire()
+        assert_frames_equal(sort_aggregate(backend.aggregate(window, 600)), aggregate_frame(data, 600))
+
+    def test_a_read_finer_than_the_tier_that_holds_the_window_is_refused_naming_the_tier(self, backend):
+        backend.write(synthetic(minutes=20))
+        window = Query(start=T0, end=T0 + timedelta(hours=1))
+        self.at(backend, T0 + 31 * self.DAY)
+        with pytest.raises(TierError, match="1-minute rollups.*multiple of 60 s"):
+            backend.aggregate(window, 10)
+        with pytest.raises(TierError, match="percentiles need raw samples"):
+            backend.aggregate(window, 60, STATS)
+        self.at(backend, T0 + 91 * self.DAY)
+        with pytest.raises(TierError, match="10-minute rollups.*multiple of 600 s"):
+            backend.aggregate(window, 60)
+        assert backend.aggregate(window, 600)["count"].sum() == 20 * 6 * 16
+        self.at(backend, T0 + 366 * self.DAY)
+        with pytest.raises(TierError, match="no longer kept"):
+            backend.aggregate(window, 600)
+
+    def test_a_window_across_the_raw_horizon_reads_raw_after_it_and_rollups_before_it(self, backend):
+        data = synthetic(minutes=40)
+        backend.write(data)
+        window = Query(start=T0, end=T0 + timedelta(hours=1))
+        horizon = T0 + timedelta(minutes=20)
+        self.at(backend, horizon + 30 * self.DAY)
+        # before the retention pass and after it, a raw read answers exactly what is not older than the setting
+        for _ in range(2):
+            assert_frames_equal(backend.read(window), sort_samples(data[data.ts >= horizon]))
+            assert_frames_equal(sort_aggregate(backend.aggregate(window, 60)), aggregate_frame(data, 60))
+            backend.expire()
+        assert_frames_equal(sort_aggregate(backend.aggregate(Query(start=horizon, end=window.end), 10)),
+                            aggregate_frame(data[data.ts >= horizon], 10))
+
+    def test_retention_removes_exactly_what_is_older_than_each_tiers_setting(self, backend):
+        hourly = pd.concat([synthetic(hosts=("nid000007",), gpus=(0,), fields=(1002,), minutes=1, every_s=30,
+                                      start=T0 + day * self.DAY + timedelta(hours=hour), seed=day * 24 + hour)
+                            for day in range(0, 400, 3) for hour in (0, 13)], ignore_index=True)
+        backend.write(hourly)
+        now = T0 + 400 * self.DAY + timedelta(hours=6)
+        self.at(backend, now)
+        everything = Query(start=T0 - self.DAY, end=now)
+        planned = backend.expire(dry_run=True)
+        assert planned and len(backend.expire(dry_run=True)) == len(planned)
+        assert {e.tier for e in planned} == {"raw", "1m", "10m"}
+        assert all(e.last <= backend.retention.horizon(e.tier, now) for e in planned)
+        gone = backend.expire()
+        assert sorted(e.partition for e in gone) == sorted(e.partition for e in planned)
+        assert backend.expire() == []  # idempotent: nothing left to remove
+        raw_horizon = now - timedelta(days=30)
+        assert_frames_equal(backend.read(everything), sort_samples(hourly[hourly.ts >= raw_horizon]))
+        m10_horizon = now - timedelta(days=365)
+        kept = hourly[hourly.ts >= m10_horizon]
+        first_bucket = pd.Timestamp(m10_horizon).ceil("600s")
+        answer = sort_aggregate(backend.aggregate(Query(start=first_bucket, end=now), 600))
+        assert_frames_equal(answer, aggregate_frame(kept[kept.ts >= first_bucket], 600))
+
+    def test_network_and_host_rollups_answer_after_their_raw_samples_expired(self, backend):
+        net = net_synthetic(minutes=20)
+        host = host_synthetic(minutes=3)
+        backend.write_net(net)
+        backend.write_host(host)
+        self.at(backend, T0 + 31 * self.DAY)
+        backend.expire()
+        assert backend.read_net("alps").empty and backend.read_host("alps").empty
+        for step in (60, 600):
+            got = backend.aggregate_net("alps", step, fields=sorted(set(net["field"])))
+            got = got.sort_values(["bucket", "host", "nic", "field"], ignore_index=True)
+            expected = expected_net_aggregate(net, step)
+            assert got["bucket"].astype("int64").tolist() == expected["bucket"].astype("int64").tolist()
+            for column in ("host", "nic", "field", "count", "first", "last", "min", "max"):
+                assert got[column].tolist() == expected[column].tolist(), (step, column)
+        pages = backend.aggregate_host("alps", 60, fields=["host_gpu_page_cache"])
+        assert pages["count"].sum() == 2 * 18
+        with pytest.raises(TierError, match="multiple of 60 s"):
+            backend.aggregate_net("alps", 10, start=T0)
+
+    def test_job_series_outlive_every_tier(self, backend):
+        series = app_synthetic()
+        backend.write_job_series(series)
+        backend.write(synthetic(minutes=2))
+        self.at(backend, T0 + 800 * self.DAY)
+        backend.expire()
+        assert_app_frames_equal(backend.read_job_series("alps", 4242), sorted_app(series))
+
+
+class BackendContract(HostContract, TierContract):
+    """Subclass with a ``backend`` fixture yielding an empty store. Its clock stands a day after ``T0`` (tests of
+    the tiers move it), so the fixed sample times never age past a retention horizon as the calendar moves on."""
+
+    @pytest.fixture(autouse=True)
+    def _clock_a_day_after_t0(self, backend):
+        backend.clock = lambda: T0 + timedelta(days=1)
 
     def window(self, **kwargs):
         return Query(start=kwargs.pop("start", T0), end=kwargs.pop("end", T0 + timedelta(hours=1)), **kwargs)

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from .. import hostfields
+from ..retention import Expiry, Retention, TierError  # noqa: F401 - re-exported for backends
 
 COLUMNS = ["ts", "cluster", "host", "gpu", "uuid", "field", "value"]
 KEY = ["cluster", "host", "gpu", "field", "ts"]
@@ -564,6 +565,20 @@ class TelemetryBackend(ABC):
 
     def __init__(self, **options):
         self.options = options
+        # Tiers (issue 40, ``retention.py``): option ``retention`` = {"raw_days", "m1_days", "m10_days"}.
+        self.retention = Retention.from_options(options.get("retention"))
+        self.clock = None  # tests set a callable returning "now" (a datetime); None: the real time
+
+    def now(self) -> datetime:
+        """The store's idea of now (tiers' horizons are counted from it)."""
+        return self.clock() if self.clock is not None else datetime.now(timezone.utc)
+
+    def expire(self, now=None, dry_run: bool = False, progress=None) -> list[Expiry]:
+        """The retention pass: remove every partition (a day table, a daily index) of every tier that lies wholly
+        before the tier's horizon at ``now`` (default: ``self.now()``), building the rollups of what raw samples
+        would go first. ``dry_run``: only say what would go. ``progress(done, total, expiry)`` after each item.
+        Idempotent; returns what went (or would go)."""
+        return []
 
     @abstractmethod
     def write(self, frame: pd.DataFrame) -> int:
