@@ -14,7 +14,7 @@ from apps.telemetry.backends.base import (
     APP_COLUMNS, COLUMNS, HOST_AGGREGATE_COLUMNS, HOST_COLUMNS, NET_AGGREGATE_COLUMNS, NET_COLUMNS, STATS, Query, aggregate_frame, latest_frame,
     sort_aggregate, sort_samples,
 )
-from apps.telemetry.retention import TierError
+from apps.telemetry.retention import Retention, TierError
 
 T0 = datetime(2026, 11, 21, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -196,6 +196,8 @@ class TierContract:
     DAY = timedelta(days=1)
 
     def at(self, backend, moment):
+        """Stand the store's clock at ``moment``, with the issue's default tiers: raw 30 days, 1-min 90, 10-min 365."""
+        backend.retention = Retention()
         backend.clock = lambda: moment
 
     def test_rollups_equal_aggregating_the_raw_samples_after_the_raw_samples_expired(self, backend):

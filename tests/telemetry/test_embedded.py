@@ -10,9 +10,13 @@ from apps.telemetry.backends.embedded import EmbeddedBackend
 from .contract import T0, BackendContract, app_synthetic, assert_app_frames_equal, sorted_app, synthetic
 
 
+# The samples these tests write are dated 2026-11-21 (``T0``); a century's retention keeps them readable whatever today is.
+CENTURY = {"raw_days": 36500, "m1_days": 36500, "m10_days": 36500}
+
+
 @pytest.fixture
 def backend(tmp_path):
-    store = EmbeddedBackend(path=str(tmp_path / "telemetry"))
+    store = EmbeddedBackend(path=str(tmp_path / "telemetry"), retention=CENTURY)
     yield store
     store.close()
 
@@ -22,7 +26,7 @@ class TestEmbeddedContract(BackendContract):
 
 
 def _write_in_another_process(path, seed, queue):
-    store = EmbeddedBackend(path=path, lock_timeout=60)
+    store = EmbeddedBackend(path=path, lock_timeout=60, retention=CENTURY)
     written = 0
     for minute in range(5):
         written += store.write(synthetic(hosts=(f"nid{seed:06d}",), minutes=1, start=T0 + timedelta(minutes=minute), seed=seed))
@@ -40,7 +44,7 @@ def test_processes_writing_at_once_wait_for_each_other(tmp_path):
         worker.join(120)
     assert [worker.exitcode for worker in workers] == [0, 0, 0]
     assert sorted(queue.get() for _ in workers) == [5 * 48] * 3
-    out = EmbeddedBackend(path=path).read(Query(start=T0, end=T0 + timedelta(hours=1)))
+    out = EmbeddedBackend(path=path, retention=CENTURY).read(Query(start=T0, end=T0 + timedelta(hours=1)))
     assert sorted(out["host"].unique()) == ["nid000001", "nid000002", "nid000003"] and len(out) == 3 * 5 * 48
 
 
@@ -84,7 +88,7 @@ def test_a_store_file_from_before_job_series_gains_their_table_and_keeps_its_sam
     import duckdb
 
     path = str(tmp_path / "telemetry")
-    old = EmbeddedBackend(path=path)
+    old = EmbeddedBackend(path=path, retention=CENTURY)
     samples = synthetic(minutes=2)
     old.write(samples)
     connection = duckdb.connect(str(old.file))
@@ -93,7 +97,7 @@ def test_a_store_file_from_before_job_series_gains_their_table_and_keeps_its_sam
     connection.close()
     assert "app_series" not in tables and "samples" in tables
 
-    store = EmbeddedBackend(path=path)  # a new process's first open
+    store = EmbeddedBackend(path=path, retention=CENTURY)  # a new process's first open
     assert len(store.read(Query(start=T0, end=T0 + timedelta(hours=1)))) == len(samples)
     series = app_synthetic()
     assert store.write_job_series(series) == len(series)
@@ -106,3 +110,60 @@ def test_clear_removes_job_series_too(backend):
     backend.clear()
     assert backend.read_job_series("alps", 4242).empty
     assert backend.read(Query(start=T0, end=T0 + timedelta(hours=1))).empty
+
+
+def test_a_layout_2_file_moves_its_tables_into_day_partitions_and_keeps_every_sample(tmp_path):
+    """A store written before the tiers (issue 40) kept one table per kind; opening it moves every row into the day
+    partitions once, and the aggregates, network rollups included, answer as before."""
+    import duckdb
+    import pandas as pd
+
+    from apps.telemetry.backends.base import sort_aggregate, aggregate_frame
+
+    from .contract import assert_frames_equal, expected_net_aggregate, net_synthetic
+
+    path = tmp_path / "telemetry"
+    path.mkdir()
+    samples = synthetic(minutes=30, start=T0 - timedelta(minutes=10))
+    net = net_synthetic(minutes=5)
+    db = duckdb.connect(str(path / "telemetry.duckdb"))
+    db.execute("CREATE TABLE store_info (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    db.execute("INSERT INTO store_info VALUES ('schema', '2')")
+    db.execute("CREATE TABLE series (id INTEGER, cluster VARCHAR, host VARCHAR, gpu SMALLINT, uuid VARCHAR)")
+    db.execute("CREATE TABLE samples (series INTEGER, field SMALLINT, ts BIGINT, value DOUBLE)")
+    for level in (60, 600, 3600):
+        db.execute(f"CREATE TABLE rollup_{level} (series INTEGER, field SMALLINT, bucket BIGINT, n BIGINT, total DOUBLE, "
+                   "lo DOUBLE, hi DOUBLE)")
+    db.execute("CREATE TABLE net_samples (cluster VARCHAR, host VARCHAR, nic VARCHAR, field VARCHAR, ts BIGINT, value DOUBLE)")
+    keys = samples[["cluster", "host", "gpu", "uuid"]].drop_duplicates().reset_index(drop=True)
+    keys["id"] = range(len(keys))
+    db.register("k", keys)
+    db.execute("INSERT INTO series SELECT id, cluster, host, gpu, uuid FROM k")
+    rows = samples.merge(keys, on=["cluster", "host", "gpu", "uuid"])
+    db.register("s", pd.DataFrame({"series": rows["id"], "field": rows["field"], "ts": rows["ts"].dt.as_unit("ns").astype("int64"),
+                                   "value": rows["value"]}))
+    db.execute("INSERT INTO samples SELECT * FROM s")
+    for level, source, column, aggregates in ((60, "samples", "ts", "count(*), sum(value), min(value), max(value)"),
+                                              (600, "rollup_60", "bucket", "sum(n), sum(total), min(lo), max(hi)"),
+                                              (3600, "rollup_600", "bucket", "sum(n), sum(total), min(lo), max(hi)")):
+        width = level * 1_000_000_000
+        db.execute(f"INSERT INTO rollup_{level} SELECT series, field, {column} - {column} % {width}, {aggregates} "
+                   f"FROM {source} GROUP BY ALL")
+    db.register("n", pd.DataFrame({"cluster": net["cluster"], "host": net["host"], "nic": net["nic"],
+                                   "field": net["field"], "ts": net["ts"].dt.as_unit("ns").astype("int64"), "value": net["value"]}))
+    db.execute("INSERT INTO net_samples SELECT * FROM n")
+    db.close()
+
+    store = EmbeddedBackend(path=str(path), retention=CENTURY)
+    window = Query(start=T0 - timedelta(hours=1), end=T0 + timedelta(hours=1))
+    assert len(store.read(window)) == len(samples)
+    for step in (60, 600, 3600):
+        assert_frames_equal(sort_aggregate(store.aggregate(window, step)), aggregate_frame(samples, step))
+    got = store.aggregate_net("alps", 60, start=T0 - timedelta(hours=1)).sort_values(
+        ["bucket", "host", "nic", "field"], ignore_index=True)
+    assert got["last"].tolist() == expected_net_aggregate(net, 60)["last"].tolist()
+    connection = duckdb.connect(str(store.file))
+    tables = {row[0] for row in connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    connection.close()
+    assert {"samples_20261121", "rollup_60_20261121", "net_samples_20261121", "net_rollup_600_20261121"} <= tables
+    assert not {"samples", "rollup_60", "net_samples"} & tables  # views now, over the partitions

@@ -38,9 +38,11 @@ raises TelemetryUnavailable naming the file. Plain Python: no Django.
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -49,28 +51,43 @@ import pandas as pd
 from .base import (
     COLUMNS, DEFAULT_STATS, NET_AGGREGATE_COLUMNS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable,
     app_frame_from_columns, app_names, app_window, canonical, canonical_app, canonical_net, check_stats,
-    deduplicate_app, deduplicate_net, empty_app_frame, empty_frame, empty_net_aggregate, net_filter,
+    Expiry, TierError, deduplicate_app, deduplicate_net, empty_app_frame, empty_frame, empty_net_aggregate, net_filter,
     net_frame_from_columns, net_window, step_seconds, utc_from_ns,
 )
+from ..retention import DAY_NS, day_name
 
 NS = 1_000_000_000
 ROLLUP_LEVELS = (60, 600, 3600)  # seconds; each level is built from the one before
-SCHEMA_VERSION = "2"  # not raised for app_series, net_samples: CREATE TABLE IF NOT EXISTS adds them to a version-2 file
+NET_ROLLUP_LEVELS = (60, 600)
+SCHEMA_VERSION = "3"  # 3: samples, rollups and network samples in day partitions (a version-2 file is moved in)
+
+# Partitioned kinds: a table per UTC day, ``<kind>_YYYYMMDD``, and a view ``<kind>`` over all of them (for people and
+# benches writing SQL by hand; the store's own reads name only the days a window touches).
+_KIND_COLUMNS = {
+    "samples": "series INTEGER NOT NULL, field SMALLINT NOT NULL, ts BIGINT NOT NULL, value DOUBLE NOT NULL",
+    **{f"rollup_{level}": "series INTEGER NOT NULL, field SMALLINT NOT NULL, bucket BIGINT NOT NULL, n BIGINT NOT NULL, "
+                           "total DOUBLE NOT NULL, lo DOUBLE NOT NULL, hi DOUBLE NOT NULL" for level in ROLLUP_LEVELS},
+    "net_samples": "cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, nic VARCHAR NOT NULL, field VARCHAR NOT NULL, "
+                   "ts BIGINT NOT NULL, value DOUBLE NOT NULL",
+    **{f"net_rollup_{level}": "cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, nic VARCHAR NOT NULL, "
+                              "field VARCHAR NOT NULL, bucket BIGINT NOT NULL, n BIGINT NOT NULL, first_ts BIGINT NOT NULL, "
+                              "first DOUBLE NOT NULL, last_ts BIGINT NOT NULL, last DOUBLE NOT NULL, lo DOUBLE NOT NULL, "
+                              "hi DOUBLE NOT NULL" for level in NET_ROLLUP_LEVELS},
+}
+_KIND_TIME = {kind: ("ts" if kind.endswith("samples") else "bucket") for kind in _KIND_COLUMNS}
+_KIND_TIER = {"samples": ("gpu", "raw"), "rollup_60": ("gpu", "1m"), "rollup_600": ("gpu", "10m"),
+              "rollup_3600": ("gpu", "10m"), "net_samples": ("net", "raw"), "net_rollup_60": ("net", "1m"),
+              "net_rollup_600": ("net", "10m")}
+_PARTITION = re.compile(r"^(?P<kind>[a-z0-9_]+?)_(?P<day>\d{8})$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS store_info (key VARCHAR PRIMARY KEY, value VARCHAR)",
     """CREATE TABLE IF NOT EXISTS series (
         id INTEGER NOT NULL, cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, gpu SMALLINT NOT NULL, uuid VARCHAR NOT NULL)""",
-    "CREATE TABLE IF NOT EXISTS samples (series INTEGER NOT NULL, field SMALLINT NOT NULL, ts BIGINT NOT NULL, value DOUBLE NOT NULL)",
-    *[f"""CREATE TABLE IF NOT EXISTS rollup_{level} (
-        series INTEGER NOT NULL, field SMALLINT NOT NULL, bucket BIGINT NOT NULL,
-        n BIGINT NOT NULL, total DOUBLE NOT NULL, lo DOUBLE NOT NULL, hi DOUBLE NOT NULL)""" for level in ROLLUP_LEVELS],
     """CREATE TABLE IF NOT EXISTS app_series (
         cluster VARCHAR NOT NULL, job_id BIGINT NOT NULL, name VARCHAR NOT NULL, ts BIGINT NOT NULL, step BIGINT,
         value DOUBLE NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS net_samples (
-        cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, nic VARCHAR NOT NULL, field VARCHAR NOT NULL,
-        ts BIGINT NOT NULL, value DOUBLE NOT NULL)""",
 ]
 
 
@@ -130,13 +147,97 @@ class EmbeddedBackend(TelemetryBackend):
             found = db.execute("SELECT value FROM store_info WHERE key = 'schema'").fetchone()
         except Exception:  # noqa: BLE001 - a new file has no store_info yet
             found = None
-        if found and found[0] != SCHEMA_VERSION:
+        if found and found[0] not in (SCHEMA_VERSION, "2"):
             raise TelemetryUnavailable(f"{self.name} {self.file} has layout {found[0]}, this portal writes layout "
                                        f"{SCHEMA_VERSION}; move the file away (it is rebuilt from the collectors and imports)")
         for statement in _SCHEMA:
             db.execute(statement)
+        if found and found[0] == "2":
+            self._move_layout_2_into_days(db)
         db.execute("INSERT OR REPLACE INTO store_info VALUES ('schema', ?)", [SCHEMA_VERSION])
+        for kind in _KIND_COLUMNS:
+            if not db.execute("SELECT 1 FROM duckdb_views() WHERE view_name = ? AND NOT internal", [kind]).fetchone():
+                self._replace_view(db, kind)
         self._ready = True
+
+    def _move_layout_2_into_days(self, db) -> None:
+        """A version-2 file kept one table per kind; move each into its day partitions (once, in one transaction)."""
+        tables = {row[0] for row in db.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+        with self._transaction(db):
+            for kind in ("samples", *[f"rollup_{level}" for level in ROLLUP_LEVELS], "net_samples"):
+                if kind not in tables:
+                    continue
+                db.execute(f"ALTER TABLE {kind} RENAME TO {kind}_layout2")
+                self._insert_by_day(db, kind, f"{kind}_layout2")
+                db.execute(f"DROP TABLE {kind}_layout2")
+            if "net_samples" in tables:
+                self._refresh_net_rollups(db, "net_samples")
+
+    # -- day partitions ------------------------------------------------------------------------
+
+    @staticmethod
+    def _days(db, kind: str) -> list[int]:
+        """The days (numbers since the epoch) ``kind`` has a partition for, in order."""
+        days = []
+        for (name,) in db.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
+                                  "AND table_name LIKE ?", [f"{kind}_%"]).fetchall():
+            match = _PARTITION.match(name)
+            if match and match["kind"] == kind:
+                day = datetime.strptime(match["day"], "%Y%m%d").replace(tzinfo=timezone.utc)
+                days.append((day - _EPOCH).days)
+        return sorted(days)
+
+    def _relation(self, db, kind: str, lo: int | None, hi: int | None) -> str | None:
+        """SQL for the rows of ``kind`` in the day partitions that [lo, hi) touches (None: unbounded); None when no
+        partition does."""
+        days = [day for day in self._days(db, kind)
+                if (lo is None or (day + 1) * DAY_NS > lo) and (hi is None or day * DAY_NS < hi)]
+        if not days:
+            return None
+        if len(days) == 1:
+            return f"{kind}_{day_name(days[0])}"
+        return "(" + " UNION ALL ".join(f"SELECT * FROM {kind}_{day_name(day)}" for day in days) + ")"
+
+    def _replace_view(self, db, kind: str) -> None:
+        days = self._days(db, kind)
+        if days:
+            body = " UNION ALL ".join(f"SELECT * FROM {kind}_{day_name(day)}" for day in days)
+        else:
+            columns = ", ".join(f"NULL::{part.split()[1]} AS {part.split()[0]}" for part in _KIND_COLUMNS[kind].split(", "))
+            body = f"SELECT {columns} WHERE false"
+        db.execute(f"CREATE OR REPLACE VIEW {kind} AS {body}")
+
+    def _insert_by_day(self, db, kind: str, source: str, where: str = "", params: list | None = None) -> None:
+        """Insert the rows of relation ``source`` (the columns of ``kind``, in order) into their day partitions,
+        creating the missing ones (and the view over them)."""
+        column = _KIND_TIME[kind]
+        filter_sql = f" WHERE {where}" if where else ""
+        found = db.execute(f"SELECT DISTINCT {column} // {DAY_NS} FROM {source}{filter_sql}", params or []).fetchall()
+        existing, created = set(self._days(db, kind)), False
+        for (day,) in sorted(found):
+            table = f"{kind}_{day_name(day)}"
+            if day not in existing:
+                db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({_KIND_COLUMNS[kind]})")
+                created = True
+            clause = f"{column} >= {day * DAY_NS} AND {column} < {(day + 1) * DAY_NS}"
+            db.execute(f"INSERT INTO {table} SELECT * FROM {source} WHERE {clause}{' AND ' + where if where else ''}",
+                       params or [])
+        if created:
+            self._replace_view(db, kind)
+
+    def _delete_by_day(self, db, kind: str, lo: int | None, hi: int | None, where: str, params: list,
+                       using: str = "") -> None:
+        """``DELETE FROM`` each partition of ``kind`` that [lo, hi) touches, as ``r`` (``using``: ``USING ...``)."""
+        column = _KIND_TIME[kind]
+        for day in self._days(db, kind):
+            if (lo is not None and (day + 1) * DAY_NS <= lo) or (hi is not None and day * DAY_NS >= hi):
+                continue
+            db.execute(f"DELETE FROM {kind}_{day_name(day)} AS r {using} WHERE r.{column} >= ? AND r.{column} < ? "
+                       f"AND ({where})", [lo if lo is not None else -2**63, hi if hi is not None else 2**63 - 1, *params])
+
+    def _horizons(self) -> dict[str, int]:
+        now = self.now()
+        return {tier: self.retention.horizon_ns(tier, now) for tier in ("raw", "1m", "10m")}
 
     @staticmethod
     @contextmanager
@@ -225,24 +326,29 @@ class EmbeddedBackend(TelemetryBackend):
     # -- writing -------------------------------------------------------------------------------
 
     def write(self, frame: pd.DataFrame) -> int:
+        """Store samples; those older than the raw tier's horizon are not written (a read could never return them,
+        and they would replace rollups built while their neighbours were still kept)."""
         if frame is None or len(frame) == 0:
             return 0
         batch = canonical(frame)
+        raw_horizon = self._horizons()["raw"]
         with self._connect() as db:
             try:
                 with self._transaction(db):
                     rows = _last_per_key(pd.DataFrame({
                         "series": self._series_ids(db, batch), "field": batch["field"].to_numpy("int16"),
                         "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy()}))
+                    rows = rows[rows["ts"].to_numpy() >= raw_horizon]
+                    if not len(rows):
+                        return 0
                     db.register("batch", rows)
                     lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
-                    if db.execute("SELECT 1 FROM samples WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
-                        # Only when the batch overlaps stored time: new data (the common case) skips the join.
-                        db.execute("""DELETE FROM samples USING batch
-                                      WHERE samples.ts BETWEEN ? AND ? AND samples.ts = batch.ts
-                                        AND samples.series = batch.series AND samples.field = batch.field""",
-                                   [lo, hi])
-                    db.execute("INSERT INTO samples SELECT series, field, ts, value FROM batch")
+                    # Only when the batch overlaps stored time: new data (the common case) skips the join.
+                    stored = self._relation(db, "samples", lo, hi + 1)
+                    if stored and db.execute(f"SELECT 1 FROM {stored} WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
+                        self._delete_by_day(db, "samples", lo, hi + 1, "r.ts = b.ts AND r.series = b.series AND r.field = b.field",
+                                            [], using="USING batch b")
+                    self._insert_by_day(db, "samples", "batch")
                     self._refresh_rollups(db, "batch")
             finally:
                 try:
@@ -259,63 +365,94 @@ class EmbeddedBackend(TelemetryBackend):
             return
         db.execute(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT series, field FROM {changed}")
         join = "r.series = t.series AND r.field = t.field"
-        source, time_column, aggregates = "samples", "ts", "count(*), sum(r.value), min(r.value), max(r.value)"
+        kind, time_column, aggregates = "samples", "ts", "count(*), sum(r.value), min(r.value), max(r.value)"
         for level in ROLLUP_LEVELS:
             width = level * NS
             lo, hi = lo_ts - lo_ts % width, hi_ts - hi_ts % width + width
-            db.execute(f"DELETE FROM rollup_{level} AS r USING touched t WHERE r.bucket >= ? AND r.bucket < ? AND {join}",
-                       [lo, hi])
-            db.execute(f"""INSERT INTO rollup_{level}
-                           SELECT r.series, r.field, r.{time_column} - (r.{time_column} % {width}) AS bucket, {aggregates}
-                           FROM {source} r SEMI JOIN touched t ON {join}
-                           WHERE r.{time_column} >= ? AND r.{time_column} < ?
-                           GROUP BY ALL""", [lo, hi])
-            source, time_column, aggregates = f"rollup_{level}", "bucket", "sum(r.n), sum(r.total), min(r.lo), max(r.hi)"
+            self._delete_by_day(db, f"rollup_{level}", lo, hi, join, [], using="USING touched t")
+            source = self._relation(db, kind, lo, hi)
+            if source is not None:
+                db.execute(f"""CREATE OR REPLACE TEMP TABLE fresh AS
+                               SELECT r.series, r.field, r.{time_column} - (r.{time_column} % {width}) AS bucket, {aggregates}
+                               FROM {source} r SEMI JOIN touched t ON {join}
+                               WHERE r.{time_column} >= ? AND r.{time_column} < ?
+                               GROUP BY ALL""", [lo, hi])
+                self._insert_by_day(db, f"rollup_{level}", "fresh")
+            kind, time_column, aggregates = f"rollup_{level}", "bucket", "sum(r.n), sum(r.total), min(r.lo), max(r.hi)"
 
     # -- reading -------------------------------------------------------------------------------
 
     def read(self, query: Query) -> pd.DataFrame:
+        """Raw samples in the window, never before the raw tier's horizon."""
+        lo, hi = max(_ns(query.start), self._horizons()["raw"]), _ns(query.end)
+        if lo >= hi:
+            return empty_frame()
         with self._connect() as db:
-            where = self._where(db, query, "ts", _ns(query.start), _ns(query.end))
+            source = self._relation(db, "samples", lo, hi)
+            where = self._where(db, query, "ts", lo, hi) if source else None
             if where is None:
                 return empty_frame()
-            raw = db.execute(f"SELECT series, field, ts, value FROM samples WHERE {where[0]}", where[1]).df()
+            raw = db.execute(f"SELECT series, field, ts, value FROM {source} WHERE {where[0]}", where[1]).df()
             if raw.empty:
                 return empty_frame()
             out = self._with_names(db, raw)
         return _canonical_types(out).sort_values(["cluster", "host", "gpu", "field", "ts"], kind="stable", ignore_index=True)
 
     def latest(self, query: Query) -> pd.DataFrame:
+        lo, hi = max(_ns(query.start), self._horizons()["raw"]), _ns(query.end)
+        if lo >= hi:
+            return empty_frame()
         with self._connect() as db:
-            where = self._where(db, query, "ts", _ns(query.start), _ns(query.end))
+            source = self._relation(db, "samples", lo, hi)
+            where = self._where(db, query, "ts", lo, hi) if source else None
             if where is None:
                 return empty_frame()
             raw = db.execute(f"""SELECT series, field, max(ts) AS ts, arg_max(value, ts) AS value
-                                 FROM samples WHERE {where[0]} GROUP BY series, field""", where[1]).df()
+                                 FROM {source} WHERE {where[0]} GROUP BY series, field""", where[1]).df()
             if raw.empty:
                 return empty_frame()
             out = self._with_names(db, raw)
         return _canonical_types(out).sort_values(["cluster", "host", "gpu", "field"], kind="stable", ignore_index=True)
 
     def aggregate(self, query: Query, step, stats=DEFAULT_STATS) -> pd.DataFrame:
+        """Buckets from the finest tier holding each part of the window (``retention.py``): raw samples after the raw
+        horizon (the rollups of the buckets wholly inside the window, the raw samples of its partial edges), rollups
+        before it. A bucket before the raw horizon is answered whole, from its rollup, even where the window cuts it."""
         step = step_seconds(step)
         stats = check_stats(stats)
         width = step * NS
         start, end = _ns(query.start), _ns(query.end)
-        level = next((lv for lv in reversed(ROLLUP_LEVELS) if step % lv == 0), None)
+        horizons = self._horizons()
         wants_percentiles = any(name in PERCENTILES for name in stats)
-        inner_lo = -(-start // width) * width  # the first bucket edge inside the window
-        inner_hi = end // width * width
+        level = next((lv for lv in reversed(ROLLUP_LEVELS) if step % lv == 0), None)
+        if start < horizons["raw"]:
+            now = self.now()
+            if end <= horizons["10m"]:
+                self.retention.check_step(start, now, step, wants_percentiles)  # raises: nothing of it is kept
+            start = max(start, horizons["10m"])
+            self.retention.check_step(start, now, step, wants_percentiles)
         parts = []
         with self._connect() as db:
-            if level is None or wants_percentiles or inner_lo >= inner_hi:
-                parts.append(self._aggregate_raw(db, query, width, start, end, stats))
-            else:
-                if start < inner_lo:
-                    parts.append(self._aggregate_raw(db, query, width, start, inner_lo, stats))
-                parts.append(self._aggregate_rollup(db, query, width, level, inner_lo, inner_hi))
-                if inner_hi < end:
-                    parts.append(self._aggregate_raw(db, query, width, inner_hi, end, stats))
+            if start < horizons["raw"]:
+                # before the raw horizon: whole buckets of the rollup level, up to the bucket holding the horizon
+                tier_horizon = horizons["1m"] if level == 60 else horizons["10m"]
+                lo = -(-start // width) * width if start < tier_horizon else start - start % width
+                lo = max(lo, -(-tier_horizon // width) * width)
+                cut = min(-(-horizons["raw"] // width) * width, -(-end // width) * width)
+                if lo < cut:
+                    parts.append(self._aggregate_rollup(db, query, width, level, lo, cut))
+                start = max(start, cut)
+            if start < end:
+                inner_lo = -(-start // width) * width  # the first bucket edge inside the window
+                inner_hi = end // width * width
+                if level is None or wants_percentiles or inner_lo >= inner_hi:
+                    parts.append(self._aggregate_raw(db, query, width, start, end, stats))
+                else:
+                    if start < inner_lo:
+                        parts.append(self._aggregate_raw(db, query, width, start, inner_lo, stats))
+                    parts.append(self._aggregate_rollup(db, query, width, level, inner_lo, inner_hi))
+                    if inner_hi < end:
+                        parts.append(self._aggregate_raw(db, query, width, inner_hi, end, stats))
             parts = [part for part in parts if part is not None and len(part)]
             columns = ["bucket", "cluster", "host", "gpu", "field", "count", *stats]
             if not parts:
@@ -331,40 +468,44 @@ class EmbeddedBackend(TelemetryBackend):
         return out[columns]
 
     def _aggregate_raw(self, db, query, width, lo, hi, stats) -> pd.DataFrame | None:
-        where = self._where(db, query, "ts", lo, hi)
+        source = self._relation(db, "samples", lo, hi)
+        where = self._where(db, query, "ts", lo, hi) if source else None
         if where is None:
             return None
         extra = "".join(f", quantile_cont(value, {PERCENTILES[name]}) AS {name}" for name in stats if name in PERCENTILES)
         return pd.DataFrame(db.execute(f"""SELECT ts - (ts % {width}) AS bucket, series, field, count(*) AS count,
                                                   sum(value) AS total, min(value) AS min, max(value) AS max{extra}
-                                           FROM samples WHERE {where[0]} GROUP BY ALL""", where[1]).fetchnumpy())
+                                           FROM {source} WHERE {where[0]} GROUP BY ALL""", where[1]).fetchnumpy())
 
     def _aggregate_rollup(self, db, query, width, level, lo, hi) -> pd.DataFrame | None:
-        where = self._where(db, query, "bucket", lo, hi)
+        source = self._relation(db, f"rollup_{level}", lo, hi)
+        where = self._where(db, query, "bucket", lo, hi) if source else None
         if where is None:
             return None
         if width == level * NS:
             sql = f"""SELECT bucket, series, field, n AS count, total, lo AS min, hi AS max
-                      FROM rollup_{level} WHERE {where[0]}"""
+                      FROM {source} WHERE {where[0]}"""
         else:
             sql = f"""SELECT bucket - (bucket % {width}) AS bucket, series, field, sum(n) AS count,
                              sum(total) AS total, min(lo) AS min, max(hi) AS max
-                      FROM rollup_{level} WHERE {where[0]} GROUP BY ALL"""
+                      FROM {source} WHERE {where[0]} GROUP BY ALL"""
         return pd.DataFrame(db.execute(sql, where[1]).fetchnumpy())
 
     # -- maintenance ---------------------------------------------------------------------------
 
     def delete(self, query: Query) -> int:
+        lo, hi = _ns(query.start), _ns(query.end)
         with self._connect() as db:
-            where = self._where(db, query, "ts", _ns(query.start), _ns(query.end))
+            source = self._relation(db, "samples", lo, hi)
+            where = self._where(db, query, "ts", lo, hi) if source else None
             if where is None:
                 return 0
             with self._transaction(db):
-                db.execute(f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT series, field, ts FROM samples WHERE {where[0]}",
+                db.execute(f"CREATE OR REPLACE TEMP TABLE deleted AS SELECT series, field, ts FROM {source} WHERE {where[0]}",
                            where[1])
                 removed = db.execute("SELECT count(*) FROM deleted").fetchone()[0]
                 if removed:
-                    db.execute(f"DELETE FROM samples WHERE {where[0]}", where[1])
+                    self._delete_by_day(db, "samples", lo, hi, where[0], where[1])
                     self._refresh_rollups(db, "deleted")
         return int(removed)
 
@@ -433,6 +574,8 @@ class EmbeddedBackend(TelemetryBackend):
     # -- network samples -----------------------------------------------------------------------
 
     def write_net(self, frame: pd.DataFrame) -> int:
+        """Store network (and host) samples in their day partitions and refresh their rollups; samples older than the
+        raw tier's horizon are not written (see ``write``)."""
         if frame is None or len(frame) == 0:
             return 0
         batch = deduplicate_net(canonical_net(frame))
@@ -440,12 +583,55 @@ class EmbeddedBackend(TelemetryBackend):
             "cluster": batch["cluster"].to_numpy(object), "host": batch["host"].to_numpy(object),
             "nic": batch["nic"].to_numpy(object), "field": batch["field"].to_numpy(object),
             "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy("float64")})
-        return self._replace_rows("net_samples", rows, ("host", "nic", "field", "cluster"))
+        rows = rows[rows["ts"].to_numpy() >= self._horizons()["raw"]]
+        if not len(rows):
+            return 0
+        lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
+        same_key = " AND ".join(f"r.{column} = b.{column}" for column in ("ts", "host", "nic", "field", "cluster"))
+        with self._connect() as db:
+            db.register("net_batch", rows)
+            try:
+                with self._transaction(db):
+                    stored = self._relation(db, "net_samples", lo, hi + 1)
+                    if stored and db.execute(f"SELECT 1 FROM {stored} WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
+                        self._delete_by_day(db, "net_samples", lo, hi + 1, same_key, [], using="USING net_batch b")
+                    self._insert_by_day(db, "net_samples", "net_batch")
+                    self._refresh_net_rollups(db, "net_batch")
+            finally:
+                db.unregister("net_batch")
+        return len(rows)
+
+    def _refresh_net_rollups(self, db, changed: str) -> None:
+        """Recompute the 1- and 10-minute network rollups (count, first and last with their times, min, max) of the
+        series in ``changed`` between its first and last timestamp."""
+        lo_ts, hi_ts = db.execute(f"SELECT min(ts), max(ts) FROM {changed}").fetchone()
+        if lo_ts is None:
+            return
+        db.execute(f"CREATE OR REPLACE TEMP TABLE net_touched AS SELECT DISTINCT cluster, host, nic, field FROM {changed}")
+        join = "r.cluster = t.cluster AND r.host = t.host AND r.nic = t.nic AND r.field = t.field"
+        kind, time_column = "net_samples", "ts"
+        aggregates = ("count(*), min(r.ts), arg_min(r.value, r.ts), max(r.ts), arg_max(r.value, r.ts), "
+                      "min(r.value), max(r.value)")
+        for level in NET_ROLLUP_LEVELS:
+            width = level * NS
+            lo, hi = lo_ts - lo_ts % width, hi_ts - hi_ts % width + width
+            self._delete_by_day(db, f"net_rollup_{level}", lo, hi, join, [], using="USING net_touched t")
+            source = self._relation(db, kind, lo, hi)
+            if source is not None:
+                db.execute(f"""CREATE OR REPLACE TEMP TABLE net_fresh AS
+                               SELECT r.cluster, r.host, r.nic, r.field, r.{time_column} - (r.{time_column} % {width})
+                                      AS bucket, {aggregates}
+                               FROM {source} r SEMI JOIN net_touched t ON {join}
+                               WHERE r.{time_column} >= ? AND r.{time_column} < ?
+                               GROUP BY ALL""", [lo, hi])
+                self._insert_by_day(db, f"net_rollup_{level}", "net_fresh")
+            kind, time_column = f"net_rollup_{level}", "bucket"
+            aggregates = ("sum(r.n), min(r.first_ts), arg_min(r.first, r.first_ts), max(r.last_ts), "
+                          "arg_max(r.last, r.last_ts), min(r.lo), max(r.hi)")
 
     @staticmethod
-    def _net_where(cluster, hosts, nics, fields, start, end) -> tuple[str, list] | None:
-        """SQL filter of a network read; None when it can match nothing."""
-        lo, hi = net_window(start, end)
+    def _net_filter(cluster, hosts, nics, fields) -> tuple[str, list] | None:
+        """SQL filter of a network read's names; None when it can match nothing."""
         clauses, params = ["cluster = ?"], [str(cluster)]
         for column, values in (("host", net_filter(hosts, "hosts")), ("nic", net_filter(nics, "nics")),
                                ("field", net_filter(fields, "fields"))):
@@ -454,33 +640,77 @@ class EmbeddedBackend(TelemetryBackend):
                     return None
                 clauses.append(f"list_contains(?, {column})")
                 params.append(list(values))
-        _window(clauses, params, lo, hi)
         return " AND ".join(clauses), params
 
     def read_net(self, cluster: str, hosts=None, nics=None, fields=None, start=None, end=None) -> pd.DataFrame:
-        where = self._net_where(cluster, hosts, nics, fields, start, end)
-        if where is None:
-            return net_frame_from_columns([], [], [], [], [], [])
+        """Raw network samples, never before the raw tier's horizon."""
+        empty = net_frame_from_columns([], [], [], [], [], [])
+        lo, hi = net_window(start, end)
+        lo = max(lo if lo is not None else -2**63, self._horizons()["raw"])
+        names = self._net_filter(cluster, hosts, nics, fields)
+        if names is None or (hi is not None and lo >= hi):
+            return empty
+        clauses, params = [names[0]], list(names[1])
+        _window(clauses, params, lo, hi)
         with self._connect() as db:
-            found = db.execute(f"""SELECT ts, cluster, host, nic, field, value FROM net_samples
-                                   WHERE {where[0]} ORDER BY host, nic, field, ts""", where[1]).fetchnumpy()
+            source = self._relation(db, "net_samples", lo, hi)
+            if source is None:
+                return empty
+            found = db.execute(f"""SELECT ts, cluster, host, nic, field, value FROM {source}
+                                   WHERE {' AND '.join(clauses)} ORDER BY host, nic, field, ts""", params).fetchnumpy()
         return net_frame_from_columns(found["ts"], found["cluster"], found["host"], found["nic"], found["field"],
                                       found["value"])
 
     def aggregate_net(self, cluster: str, step, hosts=None, nics=None, fields=None, start=None,
                       end=None) -> pd.DataFrame:
-        width = step_seconds(step) * NS
-        where = self._net_where(cluster, hosts, nics, fields, start, end)
-        if where is None:
+        """Buckets from raw samples after the raw horizon and from the rollups before it (whole buckets). Without
+        ``start`` the window begins where the finest tier that can answer ``step`` begins."""
+        step = step_seconds(step)
+        width = step * NS
+        level = next((lv for lv in reversed(NET_ROLLUP_LEVELS) if step % lv == 0), None)
+        lo, hi = net_window(start, end)
+        horizons = self._horizons()
+        if lo is None:
+            lo = horizons["raw"] if level is None else horizons["1m"] if level == 60 else horizons["10m"]
+        names = self._net_filter(cluster, hosts, nics, fields)
+        if names is None or (hi is not None and lo >= hi):
             return empty_net_aggregate()
+        parts = []
         with self._connect() as db:
-            found = db.execute(f"""SELECT ts - (ts % {width}) AS bucket, cluster, host, nic, field, count(*) AS count,
-                                          arg_min(value, ts) AS first, arg_max(value, ts) AS last,
-                                          min(value) AS min, max(value) AS max
-                                   FROM net_samples WHERE {where[0]} GROUP BY ALL""", where[1]).fetchnumpy()
-        if len(found["bucket"]) == 0:
+            if lo < horizons["raw"]:
+                now = self.now()
+                if hi is not None and hi <= horizons["10m"]:
+                    self.retention.check_step(lo, now, step)
+                lo = max(lo, horizons["10m"])
+                self.retention.check_step(lo, now, step)
+                tier_horizon = horizons["1m"] if level == 60 else horizons["10m"]
+                first = max(lo - lo % width, -(-tier_horizon // width) * width)
+                cut = -(-horizons["raw"] // width) * width
+                if hi is not None:
+                    cut = min(cut, -(-hi // width) * width)
+                source = self._relation(db, f"net_rollup_{level}", first, cut)
+                if source is not None and first < cut:
+                    parts.append(db.execute(f"""
+                        SELECT bucket - (bucket % {width}) AS bucket, cluster, host, nic, field, sum(n) AS count,
+                               arg_min(first, first_ts) AS first, arg_max(last, last_ts) AS last, min(lo) AS min,
+                               max(hi) AS max
+                        FROM {source} WHERE {names[0]} AND bucket >= ? AND bucket < ? GROUP BY ALL""",
+                        [*names[1], first, cut]).fetchnumpy())
+                lo = max(lo, cut)
+            if hi is None or lo < hi:
+                clauses, params = [names[0]], list(names[1])
+                _window(clauses, params, lo, hi)
+                source = self._relation(db, "net_samples", lo, hi)
+                if source is not None:
+                    parts.append(db.execute(f"""
+                        SELECT ts - (ts % {width}) AS bucket, cluster, host, nic, field, count(*) AS count,
+                               arg_min(value, ts) AS first, arg_max(value, ts) AS last, min(value) AS min, max(value) AS max
+                        FROM {source} WHERE {' AND '.join(clauses)} GROUP BY ALL""", params).fetchnumpy())
+        parts = [part for part in parts if len(part["bucket"])]
+        if not parts:
             return empty_net_aggregate()
-        out = pd.DataFrame({name: found[name] for name in NET_AGGREGATE_COLUMNS})
+        out = pd.concat([pd.DataFrame({name: part[name] for name in NET_AGGREGATE_COLUMNS}) for part in parts],
+                        ignore_index=True)
         out["bucket"] = utc_from_ns(out["bucket"])
         for column in ("cluster", "host", "nic", "field"):
             out[column] = out[column].astype(object)
@@ -490,24 +720,88 @@ class EmbeddedBackend(TelemetryBackend):
         return out[NET_AGGREGATE_COLUMNS]
 
     def delete_net(self, cluster: str, hosts=None) -> int:
-        where = self._net_where(cluster, hosts, None, None, None, None)
-        if where is None:
+        names = self._net_filter(cluster, hosts, None, None)
+        if names is None:
             return 0
-        return self._delete_rows("net_samples", *where)
+        with self._connect() as db, self._transaction(db):
+            source = self._relation(db, "net_samples", None, None)
+            removed = db.execute(f"SELECT count(*) FROM {source} WHERE {names[0]}", names[1]).fetchone()[0] if source else 0
+            for kind in ("net_samples", *[f"net_rollup_{level}" for level in NET_ROLLUP_LEVELS]):
+                self._delete_by_day(db, kind, None, None, names[0], names[1])
+        return int(removed)
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def _expired(self, db, now) -> list[Expiry]:
+        sizes = dict(db.execute("SELECT table_name, estimated_size FROM duckdb_tables() WHERE schema_name = 'main'")
+                     .fetchall())
+        found = []
+        for kind, (source, tier) in _KIND_TIER.items():
+            horizon = self.retention.horizon_ns(tier, now)
+            for day in self._days(db, kind):
+                if (day + 1) * DAY_NS <= horizon:
+                    table = f"{kind}_{day_name(day)}"
+                    first = _EPOCH + timedelta(days=day)
+                    found.append(Expiry(source, tier, table, first, first + timedelta(days=1), sizes.get(table)))
+        return found
+
+    def expire(self, now=None, dry_run: bool = False, progress=None) -> list[Expiry]:
+        """Drop every day partition lying wholly before its tier's horizon, one short transaction per partition (the
+        file's lock is held for a DROP TABLE at a time, never for the whole pass); then let DuckDB reuse the space
+        (CHECKPOINT). Rollups are kept on every write, so nothing has to be built before raw days go."""
+        now = now or self.now()
+        with self._connect() as db:
+            found = self._expired(db, now)
+        if dry_run:
+            return found
+        for done, item in enumerate(found, 1):
+            kind = _PARTITION.match(item.partition)["kind"]
+            with self._connect() as db, self._transaction(db):
+                db.execute(f"DROP TABLE IF EXISTS {item.partition}")
+                self._replace_view(db, kind)
+            if progress is not None:
+                progress(done, len(found), item)
+        if found:
+            with self._connect() as db:
+                db.execute("CHECKPOINT")
+        return found
+
+    def footprint(self) -> dict:
+        """Rows and DuckDB's estimated bytes per kind of partition (``manage.py telemetry_retention``, benches)."""
+        with self._connect() as db:
+            tables = db.execute("SELECT table_name, estimated_size FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()
+            blocks = db.execute("SELECT total_blocks, used_blocks, free_blocks, block_size FROM pragma_database_size()").fetchone()
+        out: dict = {}
+        for name, rows in tables:
+            match = _PARTITION.match(name)
+            if match and match["kind"] in _KIND_COLUMNS:
+                entry = out.setdefault(match["kind"], {"partitions": 0, "rows": 0})
+                entry["partitions"] += 1
+                entry["rows"] += int(rows or 0)
+        out["file_bytes"] = self.file.stat().st_size if self.file.exists() else 0
+        if blocks:
+            out["used_bytes"] = int(blocks[1]) * int(blocks[3])
+            out["free_bytes"] = int(blocks[2]) * int(blocks[3])
+        return out
 
     # -- maintenance, continued ----------------------------------------------------------------
 
     def check(self) -> str:
         with self._connect() as db:
-            rows = db.execute("SELECT count(*) FROM samples").fetchone()[0]
+            sizes = db.execute("SELECT table_name, estimated_size FROM duckdb_tables() WHERE schema_name = 'main' "
+                               "AND table_name LIKE 'samples_%'").fetchall()
+        rows = sum(int(size or 0) for name, size in sizes if _PARTITION.match(name)["kind"] == "samples")
         size = self.file.stat().st_size if self.file.exists() else 0
-        return f"{self.name} {self.file}: {rows:,} samples, {size / 2**20:,.1f} MiB"
+        return f"{self.name} {self.file}: {rows:,} samples, {size / 2**20:,.1f} MiB ({self.retention.describe()})"
 
     def clear(self) -> None:
         """Remove everything, job series and network samples included (tests, demo reset)."""
-        with self._connect() as db:
-            for table in ("samples", "series", *[f"rollup_{level}" for level in ROLLUP_LEVELS], "app_series",
-                          "net_samples"):
+        with self._connect() as db, self._transaction(db):
+            for kind in _KIND_COLUMNS:
+                for day in self._days(db, kind):
+                    db.execute(f"DROP TABLE {kind}_{day_name(day)}")
+                self._replace_view(db, kind)
+            for table in ("series", "app_series"):
                 db.execute(f"DELETE FROM {table}")
 
 
