@@ -143,6 +143,8 @@ class FakeElasticsearch:
         self.canned: list[Canned] = []
         self.docs: dict[tuple[str, str], Doc] = {}
         self.templates: dict[str, dict] = {}
+        self.policies: dict[str, dict] = {}
+        self.indices: dict[str, dict] = {}  # index name -> its create body (created explicitly or by a bulk)
         self.snapshots: dict[str, list[Doc]] = {}
         self.errors: list[str] = []
         self._seq = itertools.count()
@@ -228,6 +230,18 @@ class FakeElasticsearch:
         if segments[:1] == ["_index_template"] and r.method in ("PUT", "POST"):
             self.templates[segments[1]] = r.body
             return 200, fixture("acknowledged.json")
+        if segments[:2] == ["_ilm", "policy"] and r.method == "PUT":
+            self.policies[segments[2]] = r.body
+            return 200, fixture("acknowledged.json")
+        if len(segments) == 1 and r.method == "PUT" and not segments[0].startswith("_"):  # create an index
+            assert not set("*,") & set(segments[0]), segments
+            if segments[0] in self.indices:
+                return 400, {"error": {"root_cause": [], "type": "resource_already_exists_exception",
+                                       "reason": f"index [{segments[0]}] already exists"}, "status": 400}
+            self.indices[segments[0]] = r.body or {}
+            return 200, fill(fixture("create_index.json"), index=segments[0])
+        if segments[-1:] == ["_count"] and len(segments) == 2 and r.method in ("GET", "POST"):
+            return 200, fill(fixture("count.json"), count=len(self.matching(segments[0])))
         if segments[:1] == ["_index_template"] and r.method == "DELETE":
             self.templates.pop(segments[1], None)
             return 200, fixture("acknowledged.json")
@@ -245,13 +259,18 @@ class FakeElasticsearch:
         if segments[-1:] == ["_delete_by_query"] and r.method == "POST":
             return 200, self.delete_by_query(r, segments[0])
         if segments[:2] == ["_resolve", "index"] and r.method == "GET":
-            names = sorted({doc.index for doc in self.matching(segments[2])})
+            patterns = segments[2].split(",")
+            names = sorted({doc.index for doc in self.matching(segments[2])}
+                           | {name for name in self.indices if any(fnmatch.fnmatchcase(name, p) for p in patterns)})
             entry = fixture("resolve_index.json")["indices"][2]
             return 200, fill(fixture("resolve_index.json"), aliases=[], data_streams=[], indices=[
                 shape(entry, ["name", "attributes"], name=name, attributes=["open"]) for name in names])
         if len(segments) == 1 and r.method == "DELETE":
             names = segments[0].split(",")
+            assert not any("*" in name or "?" in name for name in names), f"wildcard index deletion {names}"
             self._version += 1
+            for name in names:
+                self.indices.pop(name, None)
             for key in [key for key, doc in self.docs.items() if doc.index in names]:
                 del self.docs[key]
             return 200, fixture("acknowledged.json")
@@ -270,14 +289,19 @@ class FakeElasticsearch:
         items = []
         for action, source in zip(lines[0::2], lines[1::2]):
             (op, meta), = action.items()
-            assert op == "index", op
+            assert op in ("index", "update"), op
             key = (meta.get("_index", default_index), meta["_id"])
+            self.indices.setdefault(key[0], {})
             seq = next(self._seq)
             old = self.docs.get(key)
+            if op == "update":  # a partial document, created when missing (doc_as_upsert)
+                assert set(source) == {"doc", "doc_as_upsert"} and source["doc_as_upsert"] is True, source
+                source = {**(old.source if old else {}), **source["doc"]}
             self.docs[key] = Doc(key[0], key[1], source, seq, (old.version + 1) if old else 1)
-            items.append({"index": fill(template, _index=key[0], _id=key[1], _version=self.docs[key].version,
-                                        _seq_no=seq, result="updated" if old else "created",
-                                        status=200 if old else 201)})
+            item = fixture("bulk_ok.json")["items"][3]["update"] if op == "update" else template
+            items.append({op: fill(item, _index=key[0], _id=key[1], _version=self.docs[key].version,
+                                   _seq_no=seq, result="updated" if old else "created",
+                                   status=200 if old else 201)})
         return fill(fixture("bulk_ok.json"), took=3, errors=False, items=items)
 
     # -- queries ------------------------------------------------------------------------------
@@ -428,6 +452,11 @@ class FakeElasticsearch:
             values = np.array([float(_value(d.source, options["field"])) for d in docs])
             return fill(fixture("percentiles.json")["aggregations"]["load_time_outlier"],
                         values={str(float(p)): float(np.percentile(values, p)) for p in options["percents"]})
+        if kind in ("sum", "min", "max"):
+            values = [float(_value(d.source, options["field"])) for d in docs]
+            documented = fixture(f"{kind}.json")["aggregations"]
+            (template,) = documented.values()
+            return fill(template, value=float({"sum": sum, "min": min, "max": max}[kind](values)))
         if kind == "top_hits":
             (ts_name, ts_spec), = options["sort"][0].items()
             assert ts_spec["order"] in ("asc", "desc") and ts_spec["numeric_type"] == "date_nanos"
@@ -468,6 +497,7 @@ def make_backend(fake_server, **options):
 @pytest.fixture
 def store(fake):
     backend = make_backend(fake)
+    backend.clock = lambda: T0  # the samples' day is today: no retention horizon or late-day note is involved
     yield backend
     backend.close()
 
@@ -774,7 +804,8 @@ def test_clear_resolves_the_index_names_then_deletes_them(fake, store):
     store.write(three_samples())
     assert store.clear(drop_template=True) == 2
     (resolve,) = fake.sent("GET", "/_resolve/index/belvedere-telemetry-\\*,belvedere-telemetry_app\\*,"
-                                  "belvedere-telemetry_net\\*")
+                                  "belvedere-telemetry_net\\*,belvedere-telemetry_r1m-\\*,belvedere-telemetry_r10m-\\*,"
+                                  "belvedere-telemetry_rollups")
     (delete,) = fake.sent("DELETE", "/belvedere-telemetry-2026.11.21,belvedere-telemetry-2026.11.22")
     assert fake.docs == {} and fake.templates == {}
     del resolve, delete

@@ -105,17 +105,20 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import logging
+import math
 import re
+import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import pandas as pd
 
 from .. import fields as dcgm_fields
+from ..retention import DAY_NS, TIER_SECONDS, Expiry, as_ns
 from .base import (
-    COLUMNS, DEFAULT_STATS, NET_AGGREGATE_COLUMNS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable,
+    AGGREGATE_COLUMNS, COLUMNS, DEFAULT_STATS, NET_AGGREGATE_COLUMNS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable,
     aggregate_frame, app_frame_from_columns, app_names, app_window, canonical, canonical_app, canonical_net,
     check_stats, deduplicate, deduplicate_app, deduplicate_net, empty_app_frame, empty_frame, empty_net_aggregate,
     latest_frame, net_filter, net_frame_from_columns, net_window, sort_samples, step_seconds, utc_from_ns,
@@ -243,9 +246,9 @@ class ElasticsearchBackend(TelemetryBackend):
                  bulk_chunk_size: int = 2000, refresh="wait_for", manage_template=True, template_priority: int = 200,
                  number_of_shards: int | None = None, number_of_replicas: int | None = None,
                  percentiles_compression: float | None = None, app_index: str | None = None,
-                 net_index: str | None = None, **options):
+                 net_index: str | None = None, manage_ilm=True, retention=None, **options):
         super().__init__(index_prefix=index_prefix, read_index_pattern=read_index_pattern, field_map=field_map,
-                         app_index=app_index, net_index=net_index, **options)
+                         app_index=app_index, net_index=net_index, retention=retention, **options)
         if options:  # settings share one OPTIONS dict between backends (e.g. the embedded store's "path")
             log.debug("Elasticsearch telemetry store: ignoring option(s) %s", ", ".join(sorted(options)))
         parts = url if isinstance(url, (list, tuple)) else str(url or "").split(",")
@@ -266,8 +269,18 @@ class ElasticsearchBackend(TelemetryBackend):
         self.net_index = net_index or f"{index_prefix}_net"
         self.write_pattern = f"{index_prefix}-*"
         self.read_pattern = read_index_pattern or self.write_pattern
+        # Retention (issue 40): the base name of each (source, tier)'s indices; see "Retention" in the docstring.
+        self.tier_bases = {("gpu", "raw"): index_prefix, ("gpu", "1m"): f"{index_prefix}_r1m",
+                           ("gpu", "10m"): f"{index_prefix}_r10m", ("net", "raw"): self.net_index,
+                           ("net", "1m"): f"{self.net_index}_r1m", ("net", "10m"): f"{self.net_index}_r10m"}
+        self.state_index = f"{index_prefix}_rollups"
+        self.net_read_target = f"{self.net_index}-*,{self.net_index}"  # daily indices, and a legacy/alias one
         for option, index, what in (("app_index", self.app_index, "job series"),
-                                    ("net_index", self.net_index, "network samples")):
+                                    ("net_index", self.net_index, "network samples"),
+                                    ("net_index", f"{self.net_index}-2026.01.01", "network samples"),
+                                    *((("index_prefix", f"{base}-2026.01.01", f"{tier} rollups")
+                                       for (_, tier), base in self.tier_bases.items() if tier != "raw")),
+                                    ("index_prefix", self.state_index, "rollup state")):
             for pattern in {self.write_pattern, *(p.strip() for p in self.read_pattern.split(","))}:
                 if pattern and not pattern.startswith("-") and fnmatch.fnmatchcase(index, pattern):
                     raise TelemetryUnavailable(
@@ -297,6 +310,10 @@ class ElasticsearchBackend(TelemetryBackend):
         self.bulk_chunk_size = max(1, int(bulk_chunk_size))
         self.refresh = refresh if refresh in ("wait_for", "true", "false") else _as_bool(refresh, True)
         self.manage_template = _as_bool(manage_template, True)
+        self.manage_ilm = _as_bool(manage_ilm, True)
+        self._retention_ready = False
+        self._state_template_ready = False
+        self._created: set[str] = set()
         self.template_priority = int(template_priority)
         self.number_of_shards, self.number_of_replicas = number_of_shards, number_of_replicas
         self.percentiles_compression = percentiles_compression
@@ -385,11 +402,31 @@ class ElasticsearchBackend(TelemetryBackend):
                  "field": {"type": "keyword"} if self.field_by_name else {"type": "integer"},
                  "value": {"type": "double"}}
         properties = {self.fields[name]: spec for name, spec in types.items() if self.fields[name]}
-        return self._template(self.write_pattern, properties, "GPU telemetry samples, one document per sample")
+        return self._template(self.write_pattern, properties, "GPU telemetry samples, one document per sample",
+                              tier="raw")
 
-    def _template(self, pattern: str, properties: dict, description: str) -> dict:
-        """A strict composable template for the indices ``pattern`` matches, with the shard and replica settings."""
+    def policy_name(self, tier: str) -> str:
+        """The ILM policy of a tier's indices (both sources share it): ``<index_prefix>_raw``, ``_1m``, ``_10m``."""
+        return f"{self.index_prefix}_{tier}"
+
+    def policy_body(self, tier: str) -> dict:
+        """One delete phase. Raw indices count their age from the day in their name (``parse_origination_date``:
+        the day's start), so the delete waits one day more than the retention, which is when ``expire`` deletes a
+        day lying wholly before the horizon; rollup indices are created with ``origination_date`` = the end of
+        their span, so theirs is the retention itself."""
+        days = self.retention.days(tier) + (1 if tier == "raw" else 0)
+        return {"phases": {"delete": {"min_age": f"{math.ceil(days * 24)}h", "actions": {"delete": {}}}},
+                "_meta": {"managed_by": "belvedere", "description": f"telemetry {tier} tier: delete "
+                          f"{self.retention.days(tier):g} days after the end of the index's span"}}
+
+    def _template(self, pattern: str, properties: dict, description: str, tier: str | None = None) -> dict:
+        """A strict composable template for the indices ``pattern`` matches, with the shard and replica settings
+        (and, for a tier's indices with ``manage_ilm``, the tier's ILM policy)."""
         settings = {}
+        if tier is not None and self.manage_ilm:
+            settings["index.lifecycle.name"] = self.policy_name(tier)
+            if tier == "raw":
+                settings["index.lifecycle.parse_origination_date"] = True
         if self.number_of_shards is not None:
             settings["number_of_shards"] = int(self.number_of_shards)
         if self.number_of_replicas is not None:
@@ -413,6 +450,7 @@ class ElasticsearchBackend(TelemetryBackend):
 
     def ensure_template(self) -> None:
         """Install or update the index template ``<index_prefix>`` (idempotent: PUT replaces)."""
+        self.ensure_policies()
         self._put_template(self.index_prefix, self.template_body(), "installing the index template")
         self._template_ready = True
 
@@ -434,11 +472,12 @@ class ElasticsearchBackend(TelemetryBackend):
         properties = {"ts": {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"},
                       "cluster": {"type": "keyword"}, "host": {"type": "keyword"}, "nic": {"type": "keyword"},
                       "field": {"type": "keyword"}, "value": {"type": "double"}}
-        return self._template(self.net_index, properties, "network samples (NIC and switch-port counters), one "
-                                                          "document per (cluster, host, nic, field, ts)")
+        return self._template(f"{self.net_index}-*", properties, "network samples (NIC and switch-port counters), "
+                              "one document per (cluster, host, nic, field, ts)", tier="raw")
 
     def ensure_net_template(self) -> None:
         """Install or update the network-sample index template, named like the index (idempotent)."""
+        self.ensure_policies()
         self._put_template(self.net_index, self.net_template_body(), "installing the network sample index template")
         self._net_template_ready = True
 
@@ -476,9 +515,14 @@ class ElasticsearchBackend(TelemetryBackend):
         if bad.any():
             raise ValueError(f"telemetry values must be finite: {int(bad.sum())} of {len(batch)} are NaN or infinite "
                              "(nothing was written)")
+        batch = self._keep_after_raw_horizon(batch, "samples")
+        if not len(batch):
+            return 0
         if self.manage_template and not self._template_ready:
             self.ensure_template()
-        return self._bulk(self._actions(batch), len(batch), "writing samples (bulk)", self.write_pattern, "samples")
+        written = self._bulk(self._actions(batch), len(batch), "writing samples (bulk)", self.write_pattern, "samples")
+        self._mark_written("gpu", batch)
+        return written
 
     def _bulk(self, actions, total: int, action: str, target: str, noun: str) -> int:
         """Send ``actions`` with the bulk helper (429s retried with backoff); raises BulkWriteError
@@ -525,11 +569,11 @@ class ElasticsearchBackend(TelemetryBackend):
             terms.extend(known.names if known else (str(int(field_id)),))
         return terms
 
-    def _query(self, query: Query) -> dict | None:
-        """The bool filter for ``query``; None when it can match nothing."""
+    def _query(self, query: Query, ns: tuple | None = None) -> dict | None:
+        """The bool filter for ``query`` (``ns``: its window as nanoseconds instead); None when it can match nothing."""
         names = self.fields
-        filters = [{"range": {names["ts"]: {
-            "gte": _iso(query.start), "lt": _iso(query.end), "format": DATE_FORMAT}}}]
+        lo, hi = ns if ns is not None else (query.start, query.end)
+        filters = [{"range": {names["ts"]: {"gte": _iso(lo), "lt": _iso(hi), "format": DATE_FORMAT}}}]
         if query.cluster is not None:
             if names["cluster"]:
                 filters.append({"term": {names["cluster"]: query.cluster}})
@@ -599,8 +643,15 @@ class ElasticsearchBackend(TelemetryBackend):
         rows["value"].append(_get(source, names["value"]))
         return True
 
+    def _raw_window(self, query: Query) -> tuple | None:
+        """``query``'s window clipped at the raw horizon, as nanoseconds; None when nothing of it is left."""
+        lo = max(as_ns(query.start), self.retention.horizon_ns("raw", self.now()))
+        hi = as_ns(query.end)
+        return (lo, hi) if lo < hi else None
+
     def read(self, query: Query) -> pd.DataFrame:
-        body_query = self._query(query)
+        window = self._raw_window(query)
+        body_query = self._query(query, window) if window else None
         if body_query is None:
             return empty_frame()
         rows = {name: [] for name in COLUMNS}
@@ -674,11 +725,48 @@ class ElasticsearchBackend(TelemetryBackend):
         return sources
 
     def aggregate(self, query: Query, step, stats=DEFAULT_STATS) -> pd.DataFrame:
+        """Per bucket and series, each part of the window from the finest tier still holding it (see "Retention"):
+        raw samples after the raw horizon, rollups before it; a step finer than the tier holding the window's start,
+        or percentiles before the raw horizon, is a TierError."""
         step = step_seconds(step)
         stats = check_stats(stats)
-        body_query = self._query(query)
-        if body_query is None:
+        now = self.now()
+        percents = [_PERCENTS[name] for name in stats if name in PERCENTILES]
+        self.retention.check_step(query.start, now, step, percentiles=bool(percents))
+        if self._query(query) is None:
             return aggregate_frame(empty_frame(), step, stats)
+        records = []
+        with self._errors("aggregating samples", self.read_pattern):
+            for tier, lo, hi in self._parts(as_ns(query.start), as_ns(query.end), now):
+                body_query = self._query(query, (lo, hi))
+                if tier == "raw":
+                    records += self._gpu_partials(self.read_pattern, body_query, step, stats)
+                    continue
+                raw_days, rolled_days = self._day_split("gpu", lo, hi)
+                if raw_days:
+                    records += self._gpu_partials(",".join(raw_days), body_query, step, stats)
+                if rolled_days:
+                    records += self._gpu_rollup_partials(tier, self._rollup_query(query, lo, hi, rolled_days), step)
+        if not records:
+            return aggregate_frame(empty_frame(), step, stats)
+        out = pd.DataFrame.from_records(records)
+        out["bucket"] = utc_from_ns(out["bucket"].astype("int64").to_numpy() * 1_000_000)
+        out["cluster"] = out["cluster"].astype(str)
+        out["host"] = out["host"].astype(str)
+        out["gpu"] = out["gpu"].astype("int16")
+        out["field"] = out["field"].astype("int32")
+        if out.duplicated(["bucket", *SERIES]).any():  # parts of one bucket, or one id under two field names
+            out = _merge_buckets(out, stats)
+        out = out.sort_values(["bucket", *SERIES], kind="stable", ignore_index=True)
+        out["count"] = out["count"].astype("int64")
+        for name in stats:
+            out[name] = out[name].astype("float64")
+        return out[["bucket", *SERIES, "count", *stats]]
+
+    def _gpu_partials(self, target: str, body_query: dict | None, step: int, stats=DEFAULT_STATS,
+                      what: str = "aggregating samples") -> list[dict]:
+        """Per bucket of ``step`` and series of raw samples in ``target``: count, sum, mean, min, max (and the
+        percentiles in ``stats``), field ids canonical. ``body_query`` None: every sample."""
         value = self.fields["value"]
         sub_aggs = {"stats": {"stats": {"field": value}}}
         percents = [_PERCENTS[name] for name in stats if name in PERCENTILES]
@@ -692,46 +780,50 @@ class ElasticsearchBackend(TelemetryBackend):
                    *self._series_sources()]
         records = []
         skipped = 0
-        with self._errors("aggregating samples", self.read_pattern):
-            for bucket in self._composite(self.read_pattern, body_query, sources, sub_aggs, self.agg_page_size,
-                                          "aggregating samples"):
-                key = bucket["key"]
-                field = self._field_id(key["field"])
-                if field is None:
-                    skipped += 1
-                    continue
-                numbers = bucket.get("stats") or {}
-                record = {"bucket": int(key["bucket"]), "cluster": key.get("cluster", self.cluster_name),
-                          "host": key["host"], "gpu": key["gpu"], "field": field,
-                          "count": int(numbers.get("count") or 0), "sum": _float(numbers.get("sum")),
-                          "mean": _float(numbers.get("avg")), "min": _float(numbers.get("min")),
-                          "max": _float(numbers.get("max"))}
-                if percents:
-                    values = {float(k): v for k, v in ((bucket.get("percentiles") or {}).get("values") or {}).items()}
-                    for name in stats:
-                        if name in PERCENTILES:
-                            record[name] = _float(values.get(_PERCENTS[name]))
-                records.append(record)
+        for bucket in self._composite(target, body_query, sources, sub_aggs, self.agg_page_size, what):
+            key = bucket["key"]
+            field = self._field_id(key["field"])
+            if field is None:
+                skipped += 1
+                continue
+            numbers = bucket.get("stats") or {}
+            record = {"bucket": int(key["bucket"]), "cluster": key.get("cluster", self.cluster_name),
+                      "host": key["host"], "gpu": key["gpu"], "field": field,
+                      "count": int(numbers.get("count") or 0), "sum": _float(numbers.get("sum")),
+                      "mean": _float(numbers.get("avg")), "min": _float(numbers.get("min")),
+                      "max": _float(numbers.get("max"))}
+            if percents:
+                values = {float(k): v for k, v in ((bucket.get("percentiles") or {}).get("values") or {}).items()}
+                for name in stats:
+                    if name in PERCENTILES:
+                        record[name] = _float(values.get(_PERCENTS[name]))
+            records.append(record)
         if skipped:
             log.warning("%s: skipped %d bucket(s) whose DCGM field is not in the registry", self.url, skipped)
-        if not records:
-            return aggregate_frame(empty_frame(), step, stats)
-        out = pd.DataFrame.from_records(records)
-        out["bucket"] = utc_from_ns(out["bucket"].astype("int64").to_numpy() * 1_000_000)
-        out["cluster"] = out["cluster"].astype(str)
-        out["host"] = out["host"].astype(str)
-        out["gpu"] = out["gpu"].astype("int16")
-        out["field"] = out["field"].astype("int32")
-        if self.field_by_name and out.duplicated(["bucket", *SERIES]).any():
-            out = _merge_buckets(out, stats)
-        out = out.sort_values(["bucket", *SERIES], kind="stable", ignore_index=True)
-        out["count"] = out["count"].astype("int64")
-        for name in stats:
-            out[name] = out[name].astype("float64")
-        return out[["bucket", *SERIES, "count", *stats]]
+        return records
+
+    def _gpu_rollup_partials(self, tier: str, body_query: dict, step: int) -> list[dict]:
+        """The same partials (count, sum, min, max) from a rollup tier's documents."""
+        sources = [{"bucket": {"date_histogram": {"field": "bucket", "fixed_interval": f"{step}s"}}},
+                   *({name: {"terms": {"field": name}}} for name in SERIES)]
+        sub_aggs = {name: {kind: {"field": name}} for name, kind in
+                    (("count", "sum"), ("sum", "sum"), ("min", "min"), ("max", "max"))}
+        records = []
+        target = f"{self.tier_bases[('gpu', tier)]}-*"
+        for bucket in self._composite(target, body_query, sources, sub_aggs, self.agg_page_size,
+                                      f"aggregating {tier} rollups"):
+            key = bucket["key"]
+            numbers = {name: _float((bucket.get(name) or {}).get("value")) for name in sub_aggs}
+            count = int(round(numbers["count"]))
+            records.append({"bucket": int(key["bucket"]), "cluster": key["cluster"], "host": key["host"],
+                            "gpu": key["gpu"], "field": int(key["field"]), "count": count, "sum": numbers["sum"],
+                            "mean": numbers["sum"] / count if count else float("nan"), "min": numbers["min"],
+                            "max": numbers["max"]})
+        return records
 
     def latest(self, query: Query) -> pd.DataFrame:
-        body_query = self._query(query)
+        window = self._raw_window(query)
+        body_query = self._query(query, window) if window else None
         if body_query is None:
             return empty_frame()
         sub_aggs = {"last": {"top_hits": {"size": 1, "sort": [self._ts_sort("desc")],
@@ -833,22 +925,29 @@ class ElasticsearchBackend(TelemetryBackend):
         columns = (batch["cluster"].to_numpy(object), batch["host"].to_numpy(object), batch["nic"].to_numpy(object),
                    batch["field"].to_numpy(object), batch["value"].to_numpy("float64"))
         for cluster, host, nic, field, value, ns, second in zip(*columns, nanos, seconds):
-            yield {"_op_type": "index", "_index": self.net_index, "_id": net_document_id(cluster, host, nic, field, ns),
+            day = datetime.fromtimestamp(int(ns) // NS, tz=timezone.utc)
+            yield {"_op_type": "index", "_index": f"{self.net_index}-{day:%Y.%m.%d}",
+                   "_id": net_document_id(cluster, host, nic, field, ns),
                    "_source": {"ts": f"{second}.{int(ns) % NS:09d}Z", "cluster": cluster, "host": host, "nic": nic,
                                "field": field, "value": float(value)}}
 
     def write_net(self, frame: pd.DataFrame) -> int:
         if frame is None or len(frame) == 0:
             return 0
-        batch = deduplicate_net(canonical_net(frame))
+        batch = self._keep_after_raw_horizon(deduplicate_net(canonical_net(frame)), "network samples")
+        if not len(batch):
+            return 0
         if self.manage_template and not self._net_template_ready:
             self.ensure_net_template()
-        return self._bulk(self._net_actions(batch), len(batch), "writing network samples (bulk)", self.net_index,
-                          "network samples")
+        written = self._bulk(self._net_actions(batch), len(batch), "writing network samples (bulk)",
+                             f"{self.net_index}-*", "network samples")
+        self._mark_written("net", batch)
+        return written
 
-    def _net_query(self, cluster, hosts=None, nics=None, fields=None, start=None, end=None) -> dict | None:
-        """The bool filter of a network read; None when it can match nothing."""
-        lo, hi = net_window(start, end)
+    def _net_query(self, cluster, hosts=None, nics=None, fields=None, start=None, end=None, *, ns=None) -> dict | None:
+        """The bool filter of a network read; None when it can match nothing. ``ns``: (lo, hi) nanoseconds instead
+        of start and end."""
+        lo, hi = ns if ns is not None else net_window(start, end)
         filters = [{"term": {"cluster": str(cluster)}}]
         for column, values in (("host", net_filter(hosts, "hosts")), ("nic", net_filter(nics, "nics")),
                                ("field", net_filter(fields, "fields"))):
@@ -860,18 +959,21 @@ class ElasticsearchBackend(TelemetryBackend):
         return {"bool": {"filter": filters}}
 
     def read_net(self, cluster: str, hosts=None, nics=None, fields=None, start=None, end=None) -> pd.DataFrame:
-        query = self._net_query(cluster, hosts, nics, fields, start, end)
+        lo, hi = net_window(start, end)
+        lo = max(lo if lo is not None else -2**63, self.retention.horizon_ns("raw", self.now()))  # raw tier only
+        query = None if hi is not None and hi <= lo else self._net_query(cluster, hosts, nics, fields, ns=(lo, hi))
         if query is None:
             return net_frame_from_columns([], [], [], [], [], [])
         # (host, nic, field, ts) is unique within a cluster: search_after pages without repeats or gaps
         sort = [{"host": {"order": "asc"}}, {"nic": {"order": "asc"}}, {"field": {"order": "asc"}},
                 {"ts": {"order": "asc", "numeric_type": "date_nanos"}}]
-        rows = self._sorted_rows(self.net_index, query, sort, ("cluster", "host", "nic", "field", "value"),
+        rows = self._sorted_rows(self.net_read_target, query, sort, ("cluster", "host", "nic", "field", "value"),
                                  "reading network samples")
         return net_frame_from_columns(rows["ts"], rows["cluster"], rows["host"], rows["nic"], rows["field"],
                                       [_float(v) for v in rows["value"]])
 
-    def _sorted_rows(self, index: str, query: dict, sort: list, columns: tuple, what: str) -> dict:
+    def _sorted_rows(self, index: str, query: dict, sort: list, columns: tuple, what: str,
+                     ts_from_sort: bool = True) -> dict:
         """Every document of ``query`` in ``sort`` order, paged with ``search_after`` (the sort is unique, its last
         key ``ts``): ``{"ts": [ns, ...], column: [...]}`` with each column as the documents hold it."""
         rows = {name: [] for name in ("ts", *columns)}
@@ -887,7 +989,8 @@ class ElasticsearchBackend(TelemetryBackend):
                 hits = (body.get("hits") or {}).get("hits") or []
                 for hit in hits:
                     source = hit.get("_source") or {}
-                    rows["ts"].append(int(hit["sort"][-1]))
+                    if ts_from_sort:
+                        rows["ts"].append(int(hit["sort"][-1]))
                     for column in columns:
                         rows[column].append(source.get(column))
                 if len(hits) < self.page_size:
@@ -897,44 +1000,404 @@ class ElasticsearchBackend(TelemetryBackend):
 
     def aggregate_net(self, cluster: str, step, hosts=None, nics=None, fields=None, start=None,
                       end=None) -> pd.DataFrame:
+        """Per bucket: count, first, last, min, max, each part of the window from the finest tier still holding it
+        (see "Retention"). ``start`` None reads from the horizon of the finest tier whose resolution divides the
+        step; a ``start`` only coarser tiers hold at that step is a TierError."""
         step = step_seconds(step)
-        query = self._net_query(cluster, hosts, nics, fields, start, end)
-        if query is None:
+        now = self.now()
+        lo, hi = net_window(start, end)
+        if lo is None:
+            tier = "raw" if step % 60 else ("1m" if step % 600 else "10m")
+            lo = self.retention.horizon_ns(tier, now)
+        else:
+            self.retention.check_step(lo, now, step)
+        if self._net_query(cluster, hosts, nics, fields) is None or (hi is not None and hi <= lo):
             return empty_net_aggregate()
-        sources = [{"bucket": {"date_histogram": {"field": "ts", "fixed_interval": f"{step}s"}}},
-                   {"host": {"terms": {"field": "host"}}}, {"nic": {"terms": {"field": "nic"}}},
-                   {"field": {"terms": {"field": "field"}}}]
-        sub_aggs = {"stats": {"stats": {"field": "value"}}}
-        for name, order in (("first", "asc"), ("last", "desc")):
-            sub_aggs[name] = {"top_hits": {"size": 1, "sort": [{"ts": {"order": order, "numeric_type": "date_nanos"}}],
-                                           "_source": {"includes": ["value"]}}}
         records = []
-        with self._errors("aggregating network samples", self.net_index):
-            for bucket in self._composite(self.net_index, query, sources, sub_aggs, min(self.agg_page_size, 500),
-                                          "aggregating network samples"):
-                key, numbers = bucket["key"], bucket.get("stats") or {}
-                ends = {}
-                for name in ("first", "last"):
-                    hits = ((bucket.get(name) or {}).get("hits") or {}).get("hits") or []
-                    ends[name] = _float((hits[0].get("_source") or {}).get("value")) if hits else float("nan")
-                records.append({"bucket": int(key["bucket"]), "cluster": str(cluster), "host": key["host"],
-                                "nic": key["nic"], "field": key["field"], "count": int(numbers.get("count") or 0),
-                                "first": ends["first"], "last": ends["last"], "min": _float(numbers.get("min")),
-                                "max": _float(numbers.get("max"))})
+        with self._errors("aggregating network samples", self.net_read_target):
+            for tier, part_lo, part_hi in self._parts(lo, hi, now):
+                query = self._net_query(cluster, hosts, nics, fields, ns=(part_lo, part_hi))
+                if tier == "raw":
+                    records += self._net_partials(self.net_read_target, query, step)
+                    continue
+                raw_days, rolled_days = self._day_split("net", part_lo, part_hi)
+                if raw_days:
+                    records += self._net_partials(",".join(raw_days), query, step)
+                if rolled_days:
+                    records += self._net_rollup_partials(tier, self._rollup_filter(query, rolled_days), step)
         if not records:
             return empty_net_aggregate()
-        out = pd.DataFrame.from_records(records)
+        out = _merge_net(pd.DataFrame.from_records(records))
         out["bucket"] = utc_from_ns(out["bucket"].astype("int64").to_numpy() * 1_000_000)
         for column in ("cluster", "host", "nic", "field"):
             out[column] = out[column].astype(object)
         out["count"] = out["count"].astype("int64")
         return out[NET_AGGREGATE_COLUMNS]
 
+    def _net_partials(self, target: str, query: dict | None, step: int, what: str = "aggregating network samples"):
+        """Per bucket of ``step`` and (cluster, host, nic, field) of raw network samples: count, first (value and
+        time), last, min, max. ``query`` None: every sample of ``target``."""
+        sources = [{"bucket": {"date_histogram": {"field": "ts", "fixed_interval": f"{step}s"}}},
+                   {"cluster": {"terms": {"field": "cluster"}}}, {"host": {"terms": {"field": "host"}}},
+                   {"nic": {"terms": {"field": "nic"}}}, {"field": {"terms": {"field": "field"}}}]
+        sub_aggs = {"stats": {"stats": {"field": "value"}}}
+        for name, order in (("first", "asc"), ("last", "desc")):
+            sub_aggs[name] = {"top_hits": {"size": 1, "sort": [{"ts": {"order": order, "numeric_type": "date_nanos"}}],
+                                           "_source": {"includes": ["value"]}}}
+        records = []
+        for bucket in self._composite(target, query, sources, sub_aggs, min(self.agg_page_size, 500), what):
+            key, numbers = bucket["key"], bucket.get("stats") or {}
+            record = {"bucket": int(key["bucket"]), "cluster": key["cluster"], "host": key["host"], "nic": key["nic"],
+                      "field": key["field"], "count": int(numbers.get("count") or 0),
+                      "min": _float(numbers.get("min")), "max": _float(numbers.get("max"))}
+            for name in ("first", "last"):
+                hits = ((bucket.get(name) or {}).get("hits") or {}).get("hits") or []
+                record[name] = _float((hits[0].get("_source") or {}).get("value")) if hits else float("nan")
+                record[f"{name}_ts"] = int(hits[0]["sort"][0]) if hits else 0
+            records.append(record)
+        return records
+
+    def _net_rollup_partials(self, tier: str, query: dict, step: int):
+        """The same partials from a rollup tier's documents (``step`` a multiple of the tier's resolution)."""
+        sources = [{"bucket": {"date_histogram": {"field": "bucket", "fixed_interval": f"{step}s"}}},
+                   {"cluster": {"terms": {"field": "cluster"}}}, {"host": {"terms": {"field": "host"}}},
+                   {"nic": {"terms": {"field": "nic"}}}, {"field": {"terms": {"field": "field"}}}]
+        sub_aggs = {"count": {"sum": {"field": "count"}}, "min": {"min": {"field": "min"}},
+                    "max": {"max": {"field": "max"}}}
+        for name, order in (("first", "asc"), ("last", "desc")):
+            sub_aggs[name] = {"top_hits": {"size": 1, "sort": [{f"{name}_ts": {"order": order,
+                                                                                "numeric_type": "date_nanos"}}],
+                                           "_source": {"includes": [name]}}}
+        records = []
+        target = f"{self.tier_bases[('net', tier)]}-*"
+        for bucket in self._composite(target, query, sources, sub_aggs, min(self.agg_page_size, 500),
+                                      f"aggregating {tier} network rollups"):
+            key = bucket["key"]
+            record = {"bucket": int(key["bucket"]), "cluster": key["cluster"], "host": key["host"], "nic": key["nic"],
+                      "field": key["field"], "count": int(round(_float((bucket.get("count") or {}).get("value")))),
+                      "min": _float((bucket.get("min") or {}).get("value")),
+                      "max": _float((bucket.get("max") or {}).get("value"))}
+            for name in ("first", "last"):
+                hits = ((bucket.get(name) or {}).get("hits") or {}).get("hits") or []
+                record[name] = _float((hits[0].get("_source") or {}).get(name)) if hits else float("nan")
+                record[f"{name}_ts"] = int(hits[0]["sort"][0]) if hits else 0
+            records.append(record)
+        return records
+
     def delete_net(self, cluster: str, hosts=None) -> int:
         query = self._net_query(cluster, hosts)
         if query is None:
             return 0
-        return self._delete_by_query(self.net_index, query, "deleting network samples")
+        return self._delete_by_query(self.net_read_target, query, "deleting network samples")
+
+    # -- retention (issue 40) --------------------------------------------------------------------
+
+    def index_name(self, source: str, tier: str, day: int) -> str:
+        """The index of ``source`` ("gpu"/"net") and ``tier`` holding UTC day number ``day``."""
+        moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(days=int(day))
+        return f"{self.tier_bases[(source, tier)]}-{moment:%Y.%m}" + ("" if tier == "10m" else f".{moment:%d}")
+
+    def _parse_index(self, name: str):
+        """(source, tier, first_ns, last_ns) of one of this store's tier indices, by its exact name; None for any
+        other name (a site's index that merely matches a pattern is never this store's to delete)."""
+        for (source, tier), base in self.tier_bases.items():
+            if not name.startswith(base + "-"):
+                continue
+            found = re.fullmatch(r"(\d{4})\.(\d{2})" + ("" if tier == "10m" else r"\.(\d{2})"), name[len(base) + 1:])
+            if not found:
+                continue
+            try:
+                year, month = int(found.group(1)), int(found.group(2))
+                first = datetime(year, month, int(found.group(3)) if tier != "10m" else 1, tzinfo=timezone.utc)
+            except ValueError:
+                continue
+            last = (first + timedelta(days=1) if tier != "10m"
+                    else datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc))
+            return source, tier, as_ns(first), as_ns(last)
+        return None
+
+    def _owned_indices(self) -> list[tuple]:
+        """Every tier index of this store that exists: (source, tier, name, first_ns, last_ns), sorted."""
+        patterns = ",".join(f"{base}-*" for base in self.tier_bases.values())
+        resolved = self.client.indices.resolve_index(name=patterns, expand_wildcards="open,closed").body
+        owned = []
+        for index in resolved.get("indices") or []:
+            parsed = self._parse_index(index["name"])
+            if parsed is not None:
+                owned.append((parsed[0], parsed[1], index["name"], parsed[2], parsed[3]))
+        return sorted(owned)
+
+    def _raw_days(self, source: str) -> dict[str, str]:
+        """The raw daily indices of ``source`` that exist: day ('YYYY.MM.DD') -> index name."""
+        base = self.tier_bases[(source, "raw")]
+        resolved = self.client.indices.resolve_index(name=f"{base}-*", expand_wildcards="open").body
+        days = {}
+        for index in resolved.get("indices") or []:
+            parsed = self._parse_index(index["name"])
+            if parsed is not None and parsed[:2] == (source, "raw"):
+                days[index["name"][len(base) + 1:]] = index["name"]
+        return days
+
+    def _parts(self, lo: int, hi: int | None, now) -> list[tuple]:
+        """``[lo, hi)`` (ns; hi None: open) cut into (tier, lo, hi) parts, each answered by one tier: raw from the
+        raw horizon rounded up to the minute, 1-minute rollups before it down to the 1-minute horizon rounded up
+        to ten minutes, 10-minute rollups before that. Rollup parts are whole buckets of their tier (a bucket counts
+        when it starts in the part), so the parts neither overlap nor leave a gap."""
+        horizon = {tier: self.retention.horizon_ns(tier, now) for tier in ("raw", "1m", "10m")}
+        if lo >= horizon["raw"]:
+            return [("raw", lo, hi)]
+        parts = []
+        edge_raw, edge_1m = _ceil(horizon["raw"], 60), _ceil(horizon["1m"], 600)
+        if hi is None or hi > edge_raw:
+            parts.append(("raw", edge_raw, hi))
+        lo_1m = _ceil(lo, 60) if lo >= horizon["1m"] else edge_1m
+        hi_1m = edge_raw if hi is None else min(edge_raw, _ceil(hi, 60))
+        if lo_1m < hi_1m:
+            parts.append(("1m", lo_1m, hi_1m))
+        if lo < horizon["1m"]:
+            lo_10m = _ceil(max(lo, horizon["10m"]), 600)
+            hi_10m = edge_1m if hi is None else min(edge_1m, _ceil(hi, 600))
+            if lo_10m < hi_10m:
+                parts.append(("10m", lo_10m, hi_10m))
+        return parts
+
+    def _day_split(self, source: str, lo: int, hi: int) -> tuple[list[str], list[str]]:
+        """For a rollup part: the raw indices of its days that still exist (their samples answer: a day's rollups
+        count only once its raw index is gone, so a day is never counted twice), and the other days (rollups)."""
+        present = self._raw_days(source)
+        raw, rolled = [], []
+        for day in range(lo // DAY_NS, (hi - 1) // DAY_NS + 1):
+            name = self.index_name(source, "raw", day)[len(self.tier_bases[(source, "raw")]) + 1:]
+            (raw.append(present[name]) if name in present else rolled.append(name))
+        return raw, rolled
+
+    def _rollup_query(self, query: Query, lo: int, hi: int, days: list[str]) -> dict:
+        """The bool filter on GPU rollup documents (canonical names) for ``query``'s series, buckets in [lo, hi)."""
+        filters = [{"range": {"bucket": {"gte": _iso(lo), "lt": _iso(hi), "format": DATE_FORMAT}}},
+                   {"terms": {"day": list(days)}}]
+        if query.cluster is not None:
+            filters.append({"term": {"cluster": query.cluster}})
+        for name, values, kind in (("host", query.hosts, str), ("gpu", query.gpus, int), ("field", query.fields, int)):
+            if values is not None:
+                filters.append({"terms": {name: [kind(v) for v in values]}})
+        return {"bool": {"filter": filters}}
+
+    @staticmethod
+    def _rollup_filter(net_query: dict, days: list[str]) -> dict:
+        """A network read's bool filter turned onto rollup documents: the ``ts`` range applies to ``bucket``."""
+        filters = []
+        for clause in net_query["bool"]["filter"]:
+            if "range" in clause:
+                clause = {"range": {"bucket": clause["range"]["ts"]}}
+            filters.append(clause)
+        return {"bool": {"filter": [*filters, {"terms": {"day": list(days)}}]}}
+
+    def _keep_after_raw_horizon(self, batch: pd.DataFrame, noun: str) -> pd.DataFrame:
+        """The samples of a batch not older than the raw horizon. Older ones could never be read as raw samples,
+        and their day may already be rolled up and deleted: they are dropped (logged), not counted as written."""
+        horizon = self.retention.horizon_ns("raw", self.now())
+        keep = batch["ts"].astype("int64").to_numpy() >= horizon
+        if keep.all():
+            return batch
+        log.warning("%s: dropped %d %s older than the raw retention (%g days)", self.url, int((~keep).sum()), noun,
+                    self.retention.raw_days)
+        return batch[keep].reset_index(drop=True)
+
+    def _mark_written(self, source: str, batch: pd.DataFrame) -> None:
+        """Note (in ``<index_prefix>_rollups``) that samples went into days already complete, so that the next
+        retention pass rolls them up again. Samples of the current day cost nothing here."""
+        now_ns = as_ns(self.now())
+        days = np.unique(batch["ts"].astype("int64").to_numpy() // DAY_NS)
+        late = [int(day) for day in days if (int(day) + 1) * DAY_NS <= now_ns]
+        if late:
+            self._set_state(source, late, written=time.time_ns())
+
+    def _set_state(self, source: str, days: list[int], **values) -> None:
+        if self.manage_template and not self._state_template_ready:
+            self._put_template(self.state_index, self.state_template_body(), "installing the rollup state template")
+            self._state_template_ready = True
+        base = len(self.tier_bases[(source, "raw")]) + 1
+        actions = []
+        for day in days:
+            name = self.index_name(source, "raw", day)[base:]
+            actions.append({"_op_type": "update", "_index": self.state_index, "_id": f"{source}-{name}",
+                            "doc": {"source": source, "day": name, **values}, "doc_as_upsert": True})
+        self._bulk(actions, len(actions), "noting days to roll up (bulk)", self.state_index, "rollup state notes")
+
+    def _state(self, source: str) -> dict[str, dict]:
+        """day -> {"written": ns, "rolled": ns} (either may be missing) of ``source``."""
+        rows = self._sorted_rows(self.state_index, {"bool": {"filter": [{"term": {"source": source}}]}},
+                                 [{"day": {"order": "asc"}}], ("day", "written", "rolled"), "reading the rollup state",
+                                 ts_from_sort=False)
+        return {day: {"written": written, "rolled": rolled}
+                for day, written, rolled in zip(rows["day"], rows["written"], rows["rolled"])}
+
+    def state_template_body(self) -> dict:
+        properties = {"source": {"type": "keyword"}, "day": {"type": "keyword"}, "written": {"type": "long"},
+                      "rolled": {"type": "long"}}
+        return self._template(self.state_index, properties, "which days' rollups are current (retention)")
+
+    def rollup_template_body(self, source: str, tier: str) -> dict:
+        """The strict template of a rollup tier's indices (``<base>-*``), with the tier's ILM policy."""
+        common = {"bucket": {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"},
+                  "day": {"type": "keyword"}, "cluster": {"type": "keyword"}, "host": {"type": "keyword"},
+                  "count": {"type": "long"}, "min": {"type": "double"}, "max": {"type": "double"}}
+        if source == "gpu":
+            properties = {**common, "gpu": {"type": "short"}, "field": {"type": "integer"}, "sum": {"type": "double"}}
+        else:
+            stamp = {"type": "date_nanos", "format": f"{DATE_FORMAT}||epoch_millis"}
+            properties = {**common, "nic": {"type": "keyword"}, "field": {"type": "keyword"},
+                          "first": {"type": "double"}, "first_ts": stamp, "last": {"type": "double"}, "last_ts": stamp}
+        return self._template(f"{self.tier_bases[(source, tier)]}-*", properties,
+                              f"{TIER_SECONDS[tier] // 60}-minute rollups of {source} samples", tier=tier)
+
+    def ensure_policies(self) -> None:
+        """Install or update the three ILM policies (``manage_ilm``; idempotent: PUT replaces)."""
+        if not self.manage_ilm or getattr(self, "_policies_ready", False):
+            return
+        for tier in ("raw", "1m", "10m"):
+            name = self.policy_name(tier)
+            try:
+                with self._errors("installing the index lifecycle policy", f"_ilm/policy/{name}"):
+                    self.client.ilm.put_lifecycle(name=name, policy=self.policy_body(tier))
+            except TelemetryUnavailable as exc:
+                if "HTTP 403" not in str(exc):
+                    raise
+                raise TelemetryUnavailable(f"{exc}; install the policies once as a user with manage_ilm, or set "
+                                           "OPTIONS manage_ilm=False (expire() still deletes old indices)"
+                                           ) from exc.__cause__
+        self._policies_ready = True
+
+    def ensure_retention(self) -> None:
+        """The policies and the rollup and state templates (once per process)."""
+        if self._retention_ready:
+            return
+        self.ensure_policies()
+        if self.manage_template:
+            for source in ("gpu", "net"):
+                for tier in ("1m", "10m"):
+                    name = self.tier_bases[(source, tier)]
+                    self._put_template(name, self.rollup_template_body(source, tier), "installing a rollup template")
+            self._put_template(self.state_index, self.state_template_body(), "installing the rollup state template")
+            self._state_template_ready = True
+        self._retention_ready = True
+
+    def _create_rollup_index(self, name: str, span_end_ns: int) -> None:
+        """Create a rollup index with ``index.lifecycle.origination_date`` = the end of its span, so that ILM counts
+        its age as ``expire`` does (an existing one is left as it is)."""
+        if not self.manage_ilm or name in self._created:
+            return
+        self.client.options(ignore_status=400).indices.create(
+            index=name, settings={"index.lifecycle.origination_date": span_end_ns // 1_000_000})
+        self._created.add(name)
+
+    def roll_up(self, day, source: str = "gpu") -> int:
+        """Build the 1-minute and 10-minute rollups of one UTC day (a day number, or a datetime in it) of
+        ``source`` from its raw index, replacing that day's earlier rollups; returns the rollup documents written.
+        Deterministic ``_id``s: rolling a day again is idempotent."""
+        self.ensure_retention()
+        day = int(day) if isinstance(day, (int, np.integer)) else as_ns(day) // DAY_NS
+        raw = self.index_name(source, "raw", day)
+        name = raw[len(self.tier_bases[(source, "raw")]) + 1:]
+        started = time.time_ns()
+        with self._errors(f"rolling up {raw}", raw):
+            previous = self._state(source).get(name) or {}
+            written = 0
+            for tier in ("1m", "10m"):
+                base = self.tier_bases[(source, tier)]
+                if previous.get("rolled") is not None:  # late samples or deletes: the day's rollups are rebuilt
+                    self._delete_by_query(f"{base}-*", {"bool": {"filter": [{"term": {"day": name}}]}},
+                                          f"replacing the {tier} rollups of {name}")
+                width = TIER_SECONDS[tier]
+                if source == "gpu":
+                    records = self._gpu_partials(raw, None, width, what=f"rolling up {raw}")
+                    actions = list(self._gpu_rollup_actions(tier, day, name, records))
+                else:
+                    records = self._net_partials(raw, None, width, what=f"rolling up {raw}")
+                    actions = list(self._net_rollup_actions(tier, day, name, records))
+                if not actions:
+                    continue
+                index = self.index_name(source, tier, day)
+                parsed = self._parse_index(index)
+                self._create_rollup_index(index, parsed[3])
+                written += self._bulk(actions, len(actions), f"writing {tier} rollups (bulk)", index, "rollups")
+        self._set_state(source, [day], rolled=started)
+        return written
+
+    def _gpu_rollup_actions(self, tier: str, day: int, name: str, records: list[dict]):
+        if not records:
+            return
+        frame = pd.DataFrame.from_records(records)
+        if frame.duplicated(["bucket", *SERIES]).any():  # one id under two field names
+            frame = _merge_buckets(frame, ())
+        index = self.index_name("gpu", tier, day)
+        for row in frame.itertuples(index=False):
+            bucket_ns = int(row.bucket) * 1_000_000
+            key = "\x1f".join((tier, str(row.cluster), str(row.host), str(int(row.gpu)), str(int(row.field)),
+                               str(bucket_ns)))
+            yield {"_op_type": "index", "_index": index, "_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
+                   "_source": {"bucket": _iso(pd.Timestamp(bucket_ns, tz="UTC")), "day": name,
+                               "cluster": str(row.cluster), "host": str(row.host), "gpu": int(row.gpu),
+                               "field": int(row.field), "count": int(row.count), "sum": float(row.sum),
+                               "min": float(row.min), "max": float(row.max)}}
+
+    def _net_rollup_actions(self, tier: str, day: int, name: str, records: list[dict]):
+        index = self.index_name("net", tier, day)
+        for row in records:
+            bucket_ns = row["bucket"] * 1_000_000
+            key = "\x1f".join((tier, row["cluster"], row["host"], row["nic"], row["field"], str(bucket_ns)))
+            yield {"_op_type": "index", "_index": index, "_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
+                   "_source": {"bucket": _iso(pd.Timestamp(bucket_ns, tz="UTC")), "day": name,
+                               "cluster": row["cluster"], "host": row["host"], "nic": row["nic"], "field": row["field"],
+                               "count": row["count"], "first": row["first"],
+                               "first_ts": _iso(pd.Timestamp(row["first_ts"], tz="UTC")), "last": row["last"],
+                               "last_ts": _iso(pd.Timestamp(row["last_ts"], tz="UTC")), "min": row["min"],
+                               "max": row["max"]}}
+
+    def _roll_pending(self, now_ns: int) -> None:
+        """Roll up every complete day (ended by ``now``) whose raw index exists and was never rolled up, or was
+        written to (late samples) or deleted from since."""
+        for source in ("gpu", "net"):
+            present = self._raw_days(source)
+            if not present:
+                continue
+            state = self._state(source)
+            for name in sorted(present):
+                parsed = self._parse_index(present[name])
+                if parsed[3] > now_ns:
+                    continue
+                noted = state.get(name) or {}
+                rolled, written = noted.get("rolled"), noted.get("written")
+                if rolled is None or (written is not None and written >= rolled):
+                    self.roll_up(parsed[2] // DAY_NS, source)
+
+    def expire(self, now=None, dry_run: bool = False, progress=None) -> list[Expiry]:
+        """The retention pass (see "Retention"): roll up the complete days that need it (also in a dry run: that
+        removes nothing and is idempotent), then delete every tier index lying wholly before its tier's horizon,
+        one exact name at a time (never a pattern). Returns the Expiry of each index deleted (or, ``dry_run``,
+        that would be); ``progress(done, total, expiry)`` after each."""
+        now_ns = as_ns(now if now is not None else self.now())
+        with self._errors("running the retention pass", ",".join(self.tier_bases.values())):
+            self.ensure_retention()
+            self._roll_pending(now_ns)
+            doomed = [(source, tier, name, first, last) for source, tier, name, first, last in self._owned_indices()
+                      if last <= self.retention.horizon_ns(tier, now_ns)]
+            out, raw_days = [], {"gpu": [], "net": []}
+            for done, (source, tier, name, first, last) in enumerate(doomed, start=1):
+                rows = self.client.options(ignore_status=404).count(index=name).body.get("count")
+                expiry = Expiry(source, tier, name, _utc(first), _utc(last), None if rows is None else int(rows))
+                if not dry_run:
+                    self.client.indices.delete(index=name, ignore_unavailable=True)
+                    if tier == "raw":
+                        raw_days[source].append(name[len(self.tier_bases[(source, "raw")]) + 1:])
+                out.append(expiry)
+                if progress is not None:
+                    progress(done, len(doomed), expiry)
+            for source, days in raw_days.items():  # their rollup state is no longer needed
+                if days:
+                    self._delete_by_query(self.state_index, {"bool": {"filter": [
+                        {"term": {"source": source}}, {"terms": {"day": days}}]}}, "forgetting rolled-up days")
+        return out
 
     def check(self) -> str:
         with self._errors("checking the server (GET /)"):
@@ -945,21 +1408,28 @@ class ElasticsearchBackend(TelemetryBackend):
                 f"network samples {self.net_index})")
 
     def clear(self, drop_template: bool = False) -> int:
-        """Delete this store's own daily indices, its job-series and network-sample indices (tests, demo reset); returns
-        how many. Resolves the names first, since Elasticsearch 8 refuses wildcard index deletion by
-        default (the job-series name goes in as a pattern too, so a missing one is no error)."""
-        patterns = f"{self.write_pattern},{self.app_index}*,{self.net_index}*"
+        """Delete this store's own indices (daily samples, network samples, rollups, job series, rollup state; tests,
+        demo reset); returns how many. Resolves the names first, since Elasticsearch 8 refuses wildcard index
+        deletion by default, and deletes only names of this store's own shapes (a site's index that matches a
+        pattern stays)."""
+        patterns = ",".join([self.write_pattern, f"{self.app_index}*", f"{self.net_index}*",
+                             *(f"{self.tier_bases[('gpu', tier)]}-*" for tier in ("1m", "10m")), self.state_index])
         with self._errors("deleting the store's indices", patterns):
             resolved = self.client.indices.resolve_index(name=patterns, expand_wildcards="all").body
             owned = [index["name"] for index in resolved.get("indices") or []]
             names = sorted(name for name in owned
-                           if name in (self.app_index, self.net_index) or fnmatch.fnmatchcase(name, self.write_pattern))
+                           if name in (self.app_index, self.net_index, self.state_index)
+                           or fnmatch.fnmatchcase(name, self.write_pattern) or self._parse_index(name) is not None)
             for start in range(0, len(names), 50):
                 self.client.indices.delete(index=",".join(names[start:start + 50]), ignore_unavailable=True)
+            self._created.clear()
             if drop_template:
-                for template in (self.index_prefix, self.app_index, self.net_index):
+                templates = [self.index_prefix, self.app_index, self.net_index, self.state_index,
+                             *(self.tier_bases[(source, tier)] for source in ("gpu", "net") for tier in ("1m", "10m"))]
+                for template in templates:
                     self.client.options(ignore_status=404).indices.delete_index_template(name=template)
                 self._template_ready = self._app_template_ready = self._net_template_ready = False
+                self._state_template_ready = self._retention_ready = False
         return len(names)
 
     def close(self) -> None:
@@ -1009,3 +1479,29 @@ def _merge_buckets(out: pd.DataFrame, stats) -> pd.DataFrame:
             weights = out["_weight"].groupby([out[k] for k in keys], sort=False).sum()
             merged[name] = (weighted / weights.where(weights > 0)).to_numpy()
     return merged
+
+
+def _ceil(ns: int, seconds: int) -> int:
+    """``ns`` rounded up to a multiple of ``seconds`` since the epoch."""
+    width = seconds * NS
+    return -(-int(ns) // width) * width
+
+
+def _utc(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns / NS, tz=timezone.utc)
+
+
+def _merge_net(frame: pd.DataFrame) -> pd.DataFrame:
+    """Partials of network buckets from several parts (raw, rollups): counts add, min of mins, max of maxes, first
+    of the earliest sample, last of the latest."""
+    keys = ["bucket", "cluster", "host", "nic", "field"]
+    if not frame.duplicated(keys).any():
+        return frame
+    grouped = frame.groupby(keys, sort=False)
+    out = grouped.agg(count=("count", "sum"), min=("min", "min"), max=("max", "max")).reset_index()
+    first = frame.sort_values("first_ts", kind="stable").groupby(keys, sort=False)["first"].first()
+    last = frame.sort_values("last_ts", kind="stable").groupby(keys, sort=False)["last"].last()
+    index = pd.MultiIndex.from_frame(out[keys])
+    out["first"] = first.reindex(index).to_numpy()
+    out["last"] = last.reindex(index).to_numpy()
+    return out
