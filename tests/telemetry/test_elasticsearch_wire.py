@@ -988,3 +988,110 @@ def test_a_chosen_job_series_index_is_used(fake):
     assert fake.sent("PUT", "/_index_template/site-jobs-metrics")
     assert {doc.index for doc in fake.docs.values()} == {"site-jobs-metrics"}
     assert len(backend.read_job_series("alps", 4242)) == 3
+
+
+# -- retention (issue 40) -----------------------------------------------------------------------
+
+
+def test_the_ilm_policies_have_one_delete_phase_per_tier_and_the_templates_name_them(fake):
+    backend = make_backend(fake, retention={"raw_days": 30, "m1_days": 90, "m10_days": 365})
+    backend.clock = lambda: T0
+    backend.write(three_samples())
+    (raw,) = fake.sent("PUT", "/_ilm/policy/belvedere-telemetry_raw")
+    # raw indices age from the day in their name (its start): one day more than the retention
+    assert raw.body == {"policy": {"phases": {"delete": {"min_age": "744h", "actions": {"delete": {}}}},
+                                   "_meta": raw.body["policy"]["_meta"]}}
+    settings = fake.templates["belvedere-telemetry"]["template"]["settings"]
+    assert settings == {"index.lifecycle.name": "belvedere-telemetry_raw",
+                        "index.lifecycle.parse_origination_date": True}
+    backend.clock = lambda: T0 + timedelta(days=2)
+    backend.expire(dry_run=True)
+    for tier, hours in (("1m", 90 * 24), ("10m", 365 * 24)):
+        (policy,) = fake.sent("PUT", f"/_ilm/policy/belvedere-telemetry_{tier}")
+        assert policy.body["policy"]["phases"] == {"delete": {"min_age": f"{hours}h", "actions": {"delete": {}}}}
+        for base in (f"belvedere-telemetry_r{tier}", f"belvedere-telemetry_net_r{tier}"):
+            template = fake.templates[base]
+            assert template["index_patterns"] == [f"{base}-*"]
+            assert template["template"]["settings"] == {"index.lifecycle.name": f"belvedere-telemetry_{tier}"}
+            assert template["template"]["mappings"]["dynamic"] == "strict"
+    # rollup indices are created with the end of their span as the origination date
+    (day,) = fake.sent("PUT", "/belvedere-telemetry_r1m-2026.11.21")
+    assert day.body == {"settings": {"index.lifecycle.origination_date": 1795305600000}}  # 2026-11-22T00:00Z
+    (month,) = fake.sent("PUT", "/belvedere-telemetry_r10m-2026.11")
+    assert month.body == {"settings": {"index.lifecycle.origination_date": 1796083200000}}  # 2026-12-01T00:00Z
+
+
+def test_without_manage_ilm_no_policy_is_sent_and_no_template_names_one(fake):
+    backend = make_backend(fake, manage_ilm=False)
+    backend.clock = lambda: T0
+    backend.write(three_samples())
+    backend.clock = lambda: T0 + timedelta(days=40)
+    backend.expire()
+    assert not fake.sent("PUT", "/_ilm/.*") and not fake.policies
+    assert all("settings" not in template["template"] for template in fake.templates.values())
+
+
+def test_a_rollup_bulk_sends_deterministic_ids_and_the_partial_statistics(fake, store):
+    store.write(three_samples())
+    store.clock = lambda: T0 + timedelta(days=2)
+    store.roll_up(T0)
+    bulks = [r for r in fake.sent("PUT", "/_bulk") if "_r1m-" in r.raw.decode()]
+    (bulk,) = bulks
+    lines = bulk.ndjson
+    action, doc = lines[0], lines[1]
+    assert action == {"index": {"_index": "belvedere-telemetry_r1m-2026.11.21", "_id": action["index"]["_id"]}}
+    key = "1m\x1falps\x1fnid000001\x1f0\x1f1002\x1f" + str(pd.Timestamp("2026-11-21T23:59:00Z").value)
+    assert action["index"]["_id"] == hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+    assert doc == {"bucket": "2026-11-21T23:59:00.000000000Z", "day": "2026.11.21", "cluster": "alps",
+                   "host": "nid000001", "gpu": 0, "field": 1002, "count": 1, "sum": 0.25, "min": 0.25, "max": 0.25}
+    before = len(fake.docs)
+    store.roll_up(T0)  # again: the same documents, replaced
+    assert len(fake.docs) == before
+
+
+def test_expire_deletes_exactly_the_expired_names_and_never_a_sites_index(fake, store):
+    store.write(three_samples())
+    # a site's index that the sample pattern reaches, and one that looks like a rollup index
+    fake.docs[("belvedere-telemetry-2026.11.21-restored", "x")] = Doc("belvedere-telemetry-2026.11.21-restored", "x",
+                                                                     {"ts": "2026-11-21T00:00:00Z"}, -1)
+    fake.indices["belvedere-telemetry_r1m-old"] = {}
+    store.clock = lambda: T0 + timedelta(days=31)  # the raw horizon is 2026-11-22 10:00: only the 21st lies before
+    planned = store.expire(dry_run=True)
+    assert [e.partition for e in planned] == ["belvedere-telemetry-2026.11.21"]
+    assert planned[0].rows == 1 and planned[0].tier == "raw" and planned[0].source == "gpu"
+    assert not fake.sent("DELETE", "/belvedere.*")  # a dry run deletes nothing
+    seen = []
+    gone = store.expire(progress=lambda done, total, expiry: seen.append((done, total, expiry.partition)))
+    assert gone == planned and seen == [(1, 1, "belvedere-telemetry-2026.11.21")]
+    deletes = [r.path for r in fake.sent("DELETE", "/belvedere.*")]
+    assert deletes == ["/belvedere-telemetry-2026.11.21"]
+    assert "belvedere-telemetry-2026.11.21-restored" in {doc.index for doc in fake.docs.values()}
+    assert "belvedere-telemetry_r1m-old" in fake.indices
+    assert store.expire() == []
+
+
+def test_late_samples_of_a_complete_day_are_noted_and_rolled_up_again(fake, store):
+    store.clock = lambda: T0 + timedelta(days=3)
+    store.write(three_samples().iloc[:1])
+    (note,) = [r for r in fake.sent("PUT", "/_bulk") if "_rollups" in r.raw.decode()]
+    action, doc = note.ndjson
+    assert action == {"update": {"_index": "belvedere-telemetry_rollups", "_id": "gpu-2026.11.21"}}
+    assert set(doc["doc"]) == {"source", "day", "written"} and doc["doc_as_upsert"] is True
+    store.expire()
+    first = len(fake.sent("POST", "/belvedere-telemetry-2026.11.21/_search"))
+    store.expire()  # nothing new: not rolled again
+    assert len(fake.sent("POST", "/belvedere-telemetry-2026.11.21/_search")) == first
+    store.write(three_samples().iloc[:1].assign(value=7.0))
+    store.expire()  # the late sample: the day is rolled again, its old rollups replaced
+    assert len(fake.sent("POST", "/belvedere-telemetry-2026.11.21/_search")) > first
+    window = Query(start=T0, end=T0 + timedelta(days=1))
+    assert store.aggregate(window, 60)["max"].tolist() == [7.0]
+
+
+def test_network_samples_go_to_daily_indices_read_by_pattern(fake, store):
+    from .contract import net_synthetic
+    store.write_net(net_synthetic(minutes=1))
+    assert {doc.index for doc in fake.docs.values() if "_net" in doc.index} == {"belvedere-telemetry_net-2026.11.21"}
+    assert fake.templates["belvedere-telemetry_net"]["index_patterns"] == ["belvedere-telemetry_net-*"]
+    store.read_net("alps")
+    assert fake.sent("POST", "/belvedere-telemetry_net-\\*,belvedere-telemetry_net/_search")

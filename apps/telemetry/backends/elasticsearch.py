@@ -15,7 +15,7 @@ Index layout
     False skips it where the credentials may not manage templates and an operator installs it).
     Not a data stream: data streams are append-only, and a sample key written again must replace
     the stored value, which needs index-by-``_id`` into a concrete index. Retention is then
-    deleting whole old daily indices (ILM delete phase or curator), which is cheap.
+    deleting whole old daily indices (see "Retention"), which is cheap.
 
 Document ids
     ``_id`` = BLAKE2b-128 hex of ``cluster \\x1f host \\x1f gpu \\x1f field \\x1f ts-in-ns`` (see
@@ -70,9 +70,55 @@ Network samples (NIC and switch-port counters)
     a cluster, paged with ``search_after``; ``aggregate_net`` is a composite aggregation
     (date_histogram with ``fixed_interval`` = step, then host, nic, field terms) with ``stats`` and
     two ``top_hits`` of size 1 (ts ascending: ``first``, descending: ``last``) under each bucket;
-    ``delete_net`` is ``delete_by_query``. One index: a whole system at 1 Hz is some 65,000
-    documents a second, so a site keeping them long sets ``net_index`` to an ILM-managed alias
-    (retention by rollover) or deletes old samples with ``delete_net``.
+    ``delete_net`` is ``delete_by_query``. Since issue 40 the samples go to daily indices
+    ``<net_index>-YYYY.MM.DD`` (the sample's UTC day; the template matches ``<net_index>-*``), so
+    that retention deletes whole days; reads and deletes name ``<net_index>-*,<net_index>``, so an
+    index or alias of the bare name (the single index of earlier versions) is still read.
+
+Retention (issue 40; ``retention.py``: raw, 1-minute and 10-minute tiers, option ``retention``)
+    Indices per tier, each with its own strict template (names outside ``<index_prefix>-*``)::
+
+        raw   <index_prefix>-YYYY.MM.DD          <net_index>-YYYY.MM.DD
+        1m    <index_prefix>_r1m-YYYY.MM.DD      <net_index>_r1m-YYYY.MM.DD
+        10m   <index_prefix>_r10m-YYYY.MM        <net_index>_r10m-YYYY.MM
+        state <index_prefix>_rollups             (which days' rollups are current)
+
+    A GPU rollup document is one bucket of one series: ``bucket``, ``day``, cluster, host, gpu,
+    field, count, sum, min, max; a network one has count, first, ``first_ts``, last, ``last_ts``,
+    min, max (the times let first and last merge across buckets). They are built by the store
+    itself with the composite aggregation ``aggregate`` uses, over one raw day index, and written
+    with bulk under deterministic ``_id``s (tier, series, bucket), so rolling a day again replaces.
+    ``expire()`` first rolls up every complete day whose raw index exists and was never rolled up,
+    or was written to or deleted from since: ``write`` notes a sample for an already complete day
+    in the state index (a partial update, so a note that lands during a roll-up is not lost), and a
+    day rolled again has its old rollups deleted first. This also happens in a dry run: it removes
+    nothing and is idempotent. Then it deletes, one exact name at a time (never a pattern, so a
+    site's index that a pattern reaches stays), every index of this store's name shapes lying
+    wholly before its tier's horizon; ``Expiry.rows`` is the index's ``_count``. Samples older
+    than the raw horizon are dropped at write (logged): they could never be read raw, and their
+    day may already be rolled up and gone.
+
+    Reads: ``read``, ``latest``, ``read_net`` clip the window at the raw horizon, whether or not the
+    pass has run. ``aggregate``/``aggregate_net`` cut the window at the horizons (the raw one rounded
+    up to the minute, the 1-minute one to ten minutes) and merge the parts per bucket (counts and
+    sums add, min of mins, max of maxes, first of the earliest, last of the latest). In a rollup
+    part, a day whose raw index still exists is answered from its samples (the same numbers); a
+    day's rollups count only once its raw index is gone, so nothing is counted twice. A rollup
+    bucket counts when it starts inside the window.
+
+    ILM (``manage_ilm``, default True): policies ``<index_prefix>_raw``, ``_1m``, ``_10m`` with one
+    delete phase each, named by the templates (``index.lifecycle.name``). Raw indices are created
+    by bulk writes, so their age comes from the day in their name
+    (``index.lifecycle.parse_origination_date``, the day's start) and the raw delete waits
+    ``raw_days + 1`` days; rollup indices are created by the pass with
+    ``index.lifecycle.origination_date`` = the end of their span, so theirs is the tier's days.
+    ILM is the belt: ``expire()`` deletes the same indices itself (a site without ILM privileges
+    sets ``manage_ilm=False`` and keeps its bounds), and an ILM delete of a raw day the pass never
+    rolled up loses that day's rollups, so run the pass daily. No rollover: raw indices are named
+    by the sample's day because a re-sent sample must find and replace the same document by
+    ``_id``, which a write alias rolling over by size or age cannot promise. No ``_downsample``:
+    it needs time-series data streams (TSDS), which generate ``_id``s and refuse replacing a
+    sample, and it keeps no first/last; "downsampling" here is the store's own rollup indices.
 
 Reading a site's existing telemetry indices
     ``read_index_pattern`` (default ``<index_prefix>-*``; a comma-separated list is fine) names the
@@ -118,7 +164,7 @@ import pandas as pd
 from .. import fields as dcgm_fields
 from ..retention import DAY_NS, TIER_SECONDS, Expiry, as_ns
 from .base import (
-    AGGREGATE_COLUMNS, COLUMNS, DEFAULT_STATS, NET_AGGREGATE_COLUMNS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable,
+    COLUMNS, DEFAULT_STATS, NET_AGGREGATE_COLUMNS, PERCENTILES, Query, TelemetryBackend, TelemetryUnavailable,
     aggregate_frame, app_frame_from_columns, app_names, app_window, canonical, canonical_app, canonical_net,
     check_stats, deduplicate, deduplicate_app, deduplicate_net, empty_app_frame, empty_frame, empty_net_aggregate,
     latest_frame, net_filter, net_frame_from_columns, net_window, sort_samples, step_seconds, utc_from_ns,
@@ -1335,7 +1381,7 @@ class ElasticsearchBackend(TelemetryBackend):
             bucket_ns = int(row.bucket) * 1_000_000
             key = "\x1f".join((tier, str(row.cluster), str(row.host), str(int(row.gpu)), str(int(row.field)),
                                str(bucket_ns)))
-            yield {"_op_type": "index", "_index": index, "_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
+            yield {"_op_type": "index", "_index": index, "_id": _rollup_id(key),
                    "_source": {"bucket": _iso(pd.Timestamp(bucket_ns, tz="UTC")), "day": name,
                                "cluster": str(row.cluster), "host": str(row.host), "gpu": int(row.gpu),
                                "field": int(row.field), "count": int(row.count), "sum": float(row.sum),
@@ -1346,7 +1392,7 @@ class ElasticsearchBackend(TelemetryBackend):
         for row in records:
             bucket_ns = row["bucket"] * 1_000_000
             key = "\x1f".join((tier, row["cluster"], row["host"], row["nic"], row["field"], str(bucket_ns)))
-            yield {"_op_type": "index", "_index": index, "_id": hashlib.blake2b(key.encode(), digest_size=16).hexdigest(),
+            yield {"_op_type": "index", "_index": index, "_id": _rollup_id(key),
                    "_source": {"bucket": _iso(pd.Timestamp(bucket_ns, tz="UTC")), "day": name,
                                "cluster": row["cluster"], "host": row["host"], "nic": row["nic"], "field": row["field"],
                                "count": row["count"], "first": row["first"],
@@ -1505,3 +1551,8 @@ def _merge_net(frame: pd.DataFrame) -> pd.DataFrame:
     out["first"] = first.reindex(index).to_numpy()
     out["last"] = last.reindex(index).to_numpy()
     return out
+
+
+def _rollup_id(key: str) -> str:
+    """The ``_id`` of a rollup document: BLAKE2b-128 hex of tier, series and bucket (re-rolling replaces)."""
+    return hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
