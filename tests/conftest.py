@@ -456,8 +456,11 @@ def store(settings, tmp_path):
     """A fresh embedded telemetry store for one test, configured as the portal's default."""
     from apps.telemetry.store import reset_telemetry_stores, telemetry_store
 
+    # A century for every tier: tests write samples at fixed dates, which must not age past a horizon as the calendar
+    # moves on; the tiers' tests set ``store.retention`` and ``store.clock`` themselves.
+    century = {"raw_days": 36500, "m1_days": 36500, "m10_days": 36500}
     settings.TELEMETRY_BACKENDS = {"default": {"BACKEND": "apps.telemetry.backends.embedded.EmbeddedBackend",
-                                               "OPTIONS": {"path": str(tmp_path / "telemetry")}}}
+                                               "OPTIONS": {"path": str(tmp_path / "telemetry"), "retention": century}}}
     reset_telemetry_stores()
     yield telemetry_store()
     reset_telemetry_stores()

@@ -18,9 +18,10 @@ from django.utils import timezone
 from apps.core import heatmaps
 from apps.saturation.models import JobSaturation
 from apps.saturation.products import heatmap_order
-from apps.telemetry.backends.base import TelemetryUnavailable
+from apps.telemetry.backends.base import TelemetryUnavailable, TierError
 from apps.telemetry.nic_analysis import LINK_UP, NIC_COUNTERS, nic_outliers, nic_rates, nic_totals
 from apps.telemetry.products import choose_step
+from apps.telemetry.selectors import readable_step
 from apps.telemetry.store import telemetry_store
 
 LIVE_TTL = 30
@@ -57,8 +58,11 @@ def job_window(job, start=None, end=None):
 
 
 def step_for(job) -> int:
+    """The bucket width of the job's NIC rates: at most MAX_BUCKETS over its run, and never finer than the store's tier
+    that still holds its start (1-minute rollups once its raw samples are past their retention)."""
     first, last = job_window(job)
-    return max(MIN_STEP, choose_step(max((last - first).total_seconds(), 1.0), max_buckets=MAX_BUCKETS))
+    step = max(MIN_STEP, choose_step(max((last - first).total_seconds(), 1.0), max_buckets=MAX_BUCKETS))
+    return readable_step(first, step) or step
 
 
 def _key(job) -> str:
@@ -90,7 +94,7 @@ def _read(job) -> dict:
     try:
         frame = telemetry_store().aggregate_net(job.cluster.name, step, hosts=hosts, fields=[*NIC_COUNTERS, LINK_UP],
                                                 start=first, end=last + timedelta(seconds=1))
-    except TelemetryUnavailable as exc:
+    except (TelemetryUnavailable, TierError) as exc:
         out["error"] = str(exc)
         return out
     rates = nic_rates(frame, step)

@@ -222,6 +222,26 @@ def _no_telemetry(job, record: JobSaturation, task_id: str) -> JobSaturation:
     return record
 
 
+def _past_raw_retention(job, record: JobSaturation, start, step: int, task_id: str):
+    """Issue 40: when the job's raw samples are past their retention, a score built from them is kept as it is (the
+    record returned); one never built is scored from the rollups that still hold the job (the step to score at, a
+    multiple of their resolution). Otherwise ``step`` unchanged."""
+    from apps.telemetry.selectors import job_retention, readable_step
+
+    coarse = readable_step(start, step)
+    if coarse == step:
+        return step
+    state = job_retention(job)
+    if record.has_product() or coarse is None:
+        if coarse is None:
+            record.status, record.score = Status.STATUS_EMPTY, None
+        record.message = (state or {}).get("words", "")[:500]
+        record.save(update_fields=["status", "score", "message"])
+        _scoring_done(record, task_id)
+        return record
+    return coarse
+
+
 def _refresh_locked(job, report, task_id: str) -> JobSaturation:
     record = scoring_begin(job, task_id)
     window = product_window(job)
@@ -229,6 +249,10 @@ def _refresh_locked(job, report, task_id: str) -> JobSaturation:
         return _not_started(record, task_id)
     start, end = window
     step = scoring_step((end - start).total_seconds())
+    kept = _past_raw_retention(job, record, start, step, task_id)
+    if isinstance(kept, JobSaturation):
+        return kept
+    step = kept
     model = gpu_model_for_job(job)
     report(5, f"reading {len(job.node_list)} nodes at {step} s buckets")
     record.window_start, record.window_end = start, end
@@ -604,11 +628,14 @@ def job_nic_evidence(job, start, end, step_s: float) -> dict[str, list[dict]]:
     hosts = list(job.node_list or [])
     if not hosts or start is None or end is None:
         return {}
+    from apps.telemetry.selectors import readable_step
+
     step = max(NIC_EVIDENCE_MIN_STEP, int(math.ceil(step_s or 0)))
+    step = readable_step(start, step) or step  # never finer than the tier that still holds the window
     try:
         frame = telemetry_store().aggregate_net(job.cluster.name, step, hosts=hosts, fields=[*NIC_COUNTERS, LINK_UP],
                                                 start=start, end=end)
-    except TelemetryUnavailable:
+    except (TelemetryUnavailable, ValueError):  # ValueError: retention.TierError, nothing of the window kept
         return {}
     return outliers_by_host(nic_outliers(nic_rates(frame, step)))
 

@@ -26,7 +26,8 @@ from apps.saturation.choices import JobSaturationStatusChoices
 from apps.saturation.models import JobSaturation
 from apps.saturation.selectors import record_warming_up, reference_scores
 from apps.saturation.waste import steady_seconds
-from apps.telemetry.backends.base import Query, TelemetryUnavailable
+from apps.telemetry.backends.base import Query, TelemetryUnavailable, TierError
+from apps.telemetry.selectors import readable_step
 from apps.telemetry.store import telemetry_store
 from apps.topology.selectors import topology_current
 from apps.vetting.models import NodeHealth, NodeHealthEvent, VettingResult
@@ -319,6 +320,7 @@ def node_history(user, host: str, since, until) -> dict:
     """The node's history in [since, until) as the API answers it (``node_history.figure`` draws it). The jobs are
     named and linked only where the viewer may see them; others are "another project's job"."""
     step = step_for((until - since).total_seconds())
+    step = readable_step(since, step) or step  # never finer than the tier that still holds the window (issue 40)
     grid = pd.date_range(pd.Timestamp(since).floor(f"{step}s"), pd.Timestamp(until), freq=f"{step}s", inclusive="left")
     position = {int(t.value): i for i, t in enumerate(grid)}
     blank = [None] * len(grid)
@@ -373,6 +375,8 @@ def node_history(user, host: str, since, until) -> dict:
             nics = series(sent.dropna(subset=["rate"]), "nic", "rate")
     except TelemetryUnavailable as exc:
         problems.append(f"the telemetry store cannot be read now: {exc}")
+    except TierError as exc:
+        problems.append(str(exc))
     results = (VettingResult.objects.filter(host=host, time__gte=since, time__lt=until).order_by("time")
                .values("time", "eval_name", "outcome")[:NODE_VETTING_MAX])
     vetting = [{"time": _bucket_iso([r["time"]])[0], "eval_name": r["eval_name"], "outcome": r["outcome"]} for r in results]

@@ -118,7 +118,7 @@ def context(job, request) -> dict:
     record = record_for(job)
     sources = source_freshness(job, record)
     result = {"job_telemetry": record, "telemetry_coverage": job_coverage(job, record), "telemetry_sources": sources,
-              "telemetry_sources_words": sources_words(job, record, sources)}
+              "telemetry_sources_words": sources_words(job, record, sources), "telemetry_retention": _retention(job)}
     if record is None or record.status != Status.STATUS_READY:
         return result
     offered = fields_offered(record)
@@ -136,6 +136,18 @@ def context(job, request) -> dict:
     return result
 
 
+def _retention(job) -> dict | None:
+    """The job's telemetry past its raw retention (``selectors.job_retention``); None when all is kept or the store
+    cannot be asked (the store's own panel state says why)."""
+    from .backends.base import TelemetryUnavailable
+    from .selectors import job_retention
+
+    try:
+        return job_retention(job)
+    except TelemetryUnavailable:
+        return None
+
+
 def summary(job) -> PanelSummary | None:
     if job.start_time is None:
         return None
@@ -147,6 +159,12 @@ def summary(job) -> PanelSummary | None:
     for source in source_freshness(job, record):
         part.freshness.append(Freshness(f"{SOURCE} from {source.label}", source.first, source.last, source.state,
                                         source.words))
+    kept = _retention(job)
+    if kept is not None:
+        part.data["retention"] = {key: kept[key] for key in ("raw_expired_on", "whole", "tier", "showing", "retention")}
+        part.findings.append(Finding("info" if kept["showing"] != "nothing" else "warning", kept["words"],
+                                     "Ask staff for a longer raw retention (TELEMETRY_RETENTION_RAW_DAYS) if jobs must "
+                                     "be looked at sample by sample for longer.", "#panel-telemetry", "telemetry"))
     if record is not None and record.status == Status.STATUS_FAILED:
         part.findings.append(Finding("warning", f"Reading this job's telemetry failed: {record.message}",
                                      "Staff: check the telemetry store on the Staff page.", "#panel-telemetry", "telemetry"))

@@ -123,17 +123,19 @@ class Retention:
             return step or resolution
         return max(resolution, -(-int(step or 0) // resolution) * resolution)
 
-    def check_step(self, start, now, step: int, percentiles: bool = False) -> None:
-        """Raise TierError when ``step`` (seconds; 0 = raw) cannot be answered for a window beginning at ``start``."""
-        tier = self.tier_at(start, now)
-        if tier is None:
-            raise TierError(f"telemetry before {self.horizon('10m', now):%Y-%m-%d %H:%M} UTC is no longer kept "
-                            f"({self.describe()})")
+    def check_step(self, start, now, step: int, percentiles: bool = False, end=None) -> None:
+        """Raise TierError when ``step`` (seconds; 0 = raw) cannot be answered for a window beginning at ``start``
+        (the part of it some tier still keeps: a window reaching back past every tier is answered from where the
+        coarsest begins; one wholly past them, ``end`` before that, is simply empty and never an error)."""
+        oldest = self.horizon_ns("10m", now)
+        if end is not None and as_ns(end) <= oldest:
+            return
+        tier = self.tier_at(max(as_ns(start), oldest), now)
         if tier == "raw":
             return
         if percentiles:
-            raise TierError(f"percentiles need raw samples, kept for {_days(self.raw_days)}; this window starts "
-                            f"{self.horizon('raw', now) - _dt(start)} before that (ask for mean, min or max)")
+            raise TierError(f"percentiles need raw samples, kept for {_days(self.raw_days)} (since "
+                            f"{self.horizon('raw', now):%Y-%m-%d %H:%M} UTC); ask for mean, min or max before that")
         resolution = TIER_SECONDS[tier]
         if not step or step % resolution:
             raise TierError(f"samples before {self.horizon('raw', now):%Y-%m-%d %H:%M} UTC are kept only as "

@@ -20,7 +20,7 @@ from apps.jobs.models import JobStateChoices
 from .backends.base import DEFAULT_STATS, HOST_COLUMNS, Query
 from .choices import JobTelemetryStatusChoices
 from .models import JobTelemetry
-from .products import JobCube
+from .products import JobCube, choose_step
 from .store import telemetry_store
 
 # Samples of a job that ended this long ago still refresh its products (collectors flush after the end).
@@ -122,6 +122,61 @@ def read_series(query: Query, step: int | None = None, stats=None) -> pd.DataFra
     return store.aggregate(query, step, tuple(stats or DEFAULT_STATS)) if step else store.read(query)
 
 
+# -- retention tiers (issue 40) ---------------------------------------------------------------------------------------
+
+def readable_step(start: datetime, step: int) -> int | None:
+    """The finest step a read of the configured store from ``start`` can be answered at, never finer than ``step``:
+    ``step`` while raw samples hold ``start``, else a multiple of the rollup tier's resolution; None when nothing of
+    ``start`` is kept (``retention.Retention.step_for``)."""
+    store = telemetry_store()
+    return store.retention.step_for(start, store.now(), int(step))
+
+
+def job_retention(job, *, store=None, now: datetime | None = None) -> dict | None:
+    """What the store still holds of ``job`` when its raw samples are (partly) past their retention; None while they
+    are all kept. {"raw_expired_on": when the first raw samples went, "whole": all of them, "tier": the finest tier
+    holding its start ("1m", "10m", None: nothing), "tier_words", "retention": the store's tiers in words,
+    "showing": "product" (the cube built from raw samples, kept), "rollups" (a cube built from rollups) or "nothing",
+    "words": the sentence the job page shows}."""
+    from .retention import TIER_WORDS
+
+    if job.start_time is None:
+        return None
+    store = store or telemetry_store()
+    now = now or store.now()
+    retention = store.retention
+    raw_horizon = retention.horizon("raw", now)
+    if job.start_time >= raw_horizon:
+        return None
+    end = job.end_time or now
+    whole = end <= raw_horizon
+    kept_for = timedelta(days=retention.days("raw"))
+    expired_on = (end if whole else job.start_time) + kept_for
+    tier = retention.tier_at(job.start_time, now)
+    record = JobTelemetry.objects.filter(job=job).only("status", "materialized", "step_seconds").first()
+    ready = record is not None and record.status == JobTelemetryStatusChoices.STATUS_READY
+    # a cube in wider buckets than the job's duration calls for was built from rollups (the raw ones were gone)
+    from_rollups = ready and (record.step_seconds or 0) > choose_step((end - job.start_time).total_seconds())
+    showing = "nothing" if not ready else "rollups" if from_rollups else "product"
+    if showing == "rollups":
+        tier = "1m" if record.step_seconds % 600 else "10m"
+    what = ("Raw samples of this job expired on " + f"{expired_on:%Y-%m-%d}" if whole else
+            f"Raw samples of this job from before {raw_horizon:%Y-%m-%d %H:%M} UTC have expired")
+    if showing == "product":
+        shown = (f"the figures show the product built from them on {record.materialized:%Y-%m-%d %H:%M} UTC "
+                 f"({record.step_seconds} s buckets), kept as it was")
+    elif showing == "rollups":
+        shown = (f"the figures show {TIER_WORDS[tier]} ({record.step_seconds} s buckets): means, minima and maxima per "
+                 "bucket, no single samples or percentiles")
+    elif tier:
+        shown = f"its {TIER_WORDS[tier]} are still kept; no figure has been built from them yet"
+    else:
+        shown = "nothing of its telemetry is kept any longer, so no GPU figure can be drawn"
+    return {"raw_expired_on": expired_on, "whole": whole, "tier": tier, "tier_words": TIER_WORDS.get(tier, ""),
+            "retention": retention.describe(), "showing": showing,
+            "words": f"{what} (this store keeps {retention.describe()}): {shown}."}
+
+
 def job_cube(job, fields=None):
     """The job's materialised telemetry cube (``products.JobCube``), with ``fields`` only those fields, or None when
     the job has no ready product (not read from the store yet, or its file is gone until the next refresh)."""
@@ -203,7 +258,7 @@ def job_thermal_outliers(job, now=None) -> list:
     from django.core.cache import cache
 
     from . import thermal
-    from .backends.base import TelemetryUnavailable
+    from .backends.base import TelemetryUnavailable, TierError
 
     if job.start_time is None or not job.node_list:
         return []
@@ -217,8 +272,8 @@ def job_thermal_outliers(job, now=None) -> list:
     if found is None:
         query = Query(start=start, end=end, cluster=job.cluster.name, hosts=tuple(job.node_list), fields=thermal.FIELDS)
         try:
-            frame = read_series(query, 60, ("mean",))
-        except TelemetryUnavailable:
+            frame = read_series(query, readable_step(start, 60) or 60, ("mean",))
+        except (TelemetryUnavailable, TierError):
             return []
         frame = frame.rename(columns={"mean": "value"}) if "mean" in frame.columns else frame
         found = [o.as_dict() for o in thermal.outliers(frame)]
@@ -299,7 +354,9 @@ def host_heatmap_rows(job, times, bin_seconds: float) -> list[dict]:
     if job.start_time is None or not job.node_list or not len(times) or not bin_seconds:
         return []
     starts = pd.DatetimeIndex(pd.to_datetime(list(times), utc=True))
-    step = max(1, int(round(bin_seconds)))
+    step = readable_step(starts[0].to_pydatetime(), max(1, int(round(bin_seconds))))
+    if step is None:  # past every tier's retention
+        return []
     fields = ["host_cpu_busy", "host_dataloader_cpu", "host_mem_used", "host_mem_total"]
     frame = telemetry_store().aggregate_host(job.cluster.name, step, hosts=list(job.node_list), fields=fields,
                                              start=starts[0].to_pydatetime(),

@@ -107,6 +107,23 @@ def job_telemetry_refresh(job, report=_quiet) -> JobTelemetry:
         return record
     start, end = window
     step = choose_step((end - start).total_seconds())
+    store = telemetry_store()
+    now = store.now()
+    if start < store.retention.horizon("raw", now):
+        # Raw samples of (part of) the job are past their retention: a product built from them is kept as it is
+        # (issue 40: finished jobs stay explainable); one never built comes from the rollups that still hold it.
+        if record.has_product():
+            record.message = retention_words(job, store, now, record)
+            record.save(update_fields=PRODUCT_FIELDS)
+            return record
+        coarse = store.retention.step_for(start, now, step)
+        if coarse is None:
+            record.status, record.message = Status.STATUS_EMPTY, retention_words(job, store, now, record)
+            record.window_start, record.window_end, record.step_seconds = start, end, step
+            record.materialized = timezone.now()
+            record.save(update_fields=PRODUCT_FIELDS)
+            return record
+        step = coarse
     reading = f"reading {len(job.node_list)} nodes at {step} s buckets"
     if record.has_product():
         # The product on disk stays what pages read until the new one replaces it: a refresh that
@@ -119,8 +136,8 @@ def job_telemetry_refresh(job, report=_quiet) -> JobTelemetry:
     report(10, record.message)
     pending = _take_pending(record)  # the whole window is read: late samples included
     try:
-        aggregated = telemetry_store().aggregate(
-            Query(start=start, end=end, cluster=job.cluster.name, hosts=tuple(job.node_list)), step)
+        aggregated = store.aggregate(Query(start=start, end=end, cluster=job.cluster.name, hosts=tuple(job.node_list)),
+                                     step)
         report(70, f"{len(aggregated):,} buckets read")
         record.window_start, record.window_end, record.step_seconds = start, end, step
         if aggregated.empty:
@@ -139,7 +156,8 @@ def job_telemetry_refresh(job, report=_quiet) -> JobTelemetry:
     except BaseException:
         _give_back_pending(record, pending)
         raise
-    record.status, record.message = Status.STATUS_READY, ""
+    record.status = Status.STATUS_READY
+    record.message = retention_words(job, store, now, record) if start < store.retention.horizon("raw", now) else ""
     record.gpus, record.fields = len(cube.gpus), [int(f) for f in cube.fields]
     _record_coverage(record, head, until=end)
     _replace_product(record, str(path.relative_to(settings.DATA_DIR)))
@@ -147,6 +165,14 @@ def job_telemetry_refresh(job, report=_quiet) -> JobTelemetry:
     record.save(update_fields=PRODUCT_FIELDS)
     report(100, f"{record.samples:,} samples from {record.gpus} GPUs")
     return record
+
+
+def retention_words(job, store, now, record: JobTelemetry) -> str:
+    """What the store still holds of a job whose raw samples are past their retention, and what the page shows."""
+    from .selectors import job_retention
+
+    state = job_retention(job, store=store, now=now)
+    return state["words"] if state else ""
 
 
 def _record_coverage(record: JobTelemetry, head, *, until) -> None:
@@ -399,3 +425,26 @@ def version_facts_record(observations, *, source: str, cluster: str = "") -> dic
                 if told:
                     VersionFact.objects.filter(host=host).exclude(partition=told[-1]).update(partition=told[-1])
     return {"created": created, "extended": extended}
+
+
+# -- retention (issue 40) ----------------------------------------------------------------------------------------
+
+def expire_telemetry(*, dry_run: bool = False, report=_quiet, now: datetime | None = None) -> list:
+    """The retention pass over the configured store (``retention.py``): every day partition or daily index lying
+    wholly before its tier's horizon goes (``dry_run``: only listed), one at a time, with ``report(done, message,
+    total)`` after each. Idempotent; returns the store's ``Expiry`` items."""
+    store = telemetry_store()
+    planned = store.expire(now=now, dry_run=True)
+    if dry_run or not planned:
+        report(len(planned), f"{len(planned)} partition(s) {'would go' if dry_run else 'to remove: none'} "
+                             f"({store.retention.describe()})", len(planned))
+        return planned
+
+    def progress(done, total, item):
+        report(done, f"removed {item.partition} ({item.source} {item.tier}, {item.first:%Y-%m-%d})", total)
+
+    report(0, f"removing {len(planned)} partition(s) past their tier's retention ({store.retention.describe()})",
+           len(planned))
+    gone = store.expire(now=now, progress=progress)
+    logger.info("telemetry retention: removed %d partition(s) (%s)", len(gone), store.retention.describe())
+    return gone

@@ -121,3 +121,20 @@ def read_dcgm_live_running_task() -> list[int]:
         read_dcgm_live_task.delay(job_pk)
     return ids
 
+
+
+@shared_task(name="telemetry.expire", **IDEMPOTENT)
+def expire_task() -> dict:
+    """Beat, every TELEMETRY_RETENTION_SECONDS: the retention pass (``services.expire_telemetry``), progress in a
+    TaskRun. Each partition goes in its own short transaction, so ingestion waits at most one DROP for the store."""
+    from .services import expire_telemetry
+
+    run = TaskRun.objects.create(name="telemetry.expire", subject="telemetry store")
+    run.start("looking for partitions past their tier's retention")
+    try:
+        gone = expire_telemetry(report=lambda done, message="", total=None: run.report(done, message, total))
+    except TelemetryUnavailable as exc:
+        run.finish(error=str(exc)[:400])
+        raise
+    run.finish()
+    return {"removed": [item.partition for item in gone]}

@@ -227,12 +227,15 @@ def gpu_health_aggregate(*, start, end, cluster: str | None = None, hosts=None, 
 
     if end <= start or (hosts is not None and not list(hosts)):
         return None
+    from apps.telemetry.selectors import readable_step
+
     step = max(60, math.ceil((end - start).total_seconds() / max(1, buckets)))
+    step = readable_step(start, step) or step  # never finer than the tier that still holds the window
     query = Query(start=start, end=end, cluster=cluster or None, hosts=tuple(hosts) if hosts is not None else None,
                   fields=HEALTH_FIELDS)
     try:
         return telemetry_store().aggregate(query, step, ("min", "max"))
-    except TelemetryUnavailable:
+    except (TelemetryUnavailable, ValueError):  # ValueError: retention.TierError, nothing of the window kept
         return None
 
 

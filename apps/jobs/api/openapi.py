@@ -52,3 +52,7 @@ class JobFirstScreenResponse(serializers.Serializer):
     findings = FirstScreenFinding(many=True)
     versions = serializers.DictField(allow_null=True, help_text="{nodes, known, keys: {key: {value: nodes}}, minorities: [...]}")
     preflight = serializers.DictField(allow_null=True, help_text="{nodes, checked, passed: [...], failed: [...], not_checked}")
+    retention = serializers.DictField(allow_null=True, help_text=(
+        "null while every raw sample of the job is kept; else {raw_expired_on, whole (all its raw samples are gone), "
+        "tier (the finest tier still holding its start: 1m, 10m or null), showing (product: the cube built from raw "
+        "samples, kept; rollups: a cube built from rollups; nothing), retention (the store's tiers in words)}"))

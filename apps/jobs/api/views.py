@@ -48,6 +48,7 @@ class JobFirstScreenView(APIView):
             "findings": [{"level": f.level, "title": f.title, "action": f.action, "link": f.link, "source": f.source}
                          for f in summary.findings],
             "versions": summary.data.get("versions"), "preflight": summary.data.get("preflight"),
+            "retention": summary.data.get("retention"),
         })
 
 

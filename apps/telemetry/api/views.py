@@ -22,7 +22,7 @@ from apps.jobs.authentication import token_job
 from apps.jobs.selectors import job_get_for_user
 
 from .. import ingest
-from ..backends.base import STATS, Query, TelemetryUnavailable
+from ..backends.base import STATS, Query, TelemetryUnavailable, TierError
 from ..fields import field_ids
 from ..selectors import job_series_scope, read_series
 from ..services import ingest_samples, ingest_scope
@@ -248,6 +248,9 @@ class SeriesView(APIView):
             frame = read_series(query, step, params.get("stats"))
         except TelemetryUnavailable as exc:
             raise InputError(str(exc), status_code=503) from exc
+        except TierError as exc:  # a step finer than (or percentiles older than) the tier that still holds the window
+            wants = "stats" if "percentiles" in str(exc) else "step"
+            raise InputError(str(exc), [ErrorItem(field=wants, message=str(exc))]) from exc
         return Response(_series_body(frame, start=start, end=end, step=step, note=note))
 
 

@@ -778,7 +778,7 @@ class ElasticsearchBackend(TelemetryBackend):
         stats = check_stats(stats)
         now = self.now()
         percents = [_PERCENTS[name] for name in stats if name in PERCENTILES]
-        self.retention.check_step(query.start, now, step, percentiles=bool(percents))
+        self.retention.check_step(query.start, now, step, percentiles=bool(percents), end=query.end)
         if self._query(query) is None:
             return aggregate_frame(empty_frame(), step, stats)
         records = []
@@ -1056,7 +1056,7 @@ class ElasticsearchBackend(TelemetryBackend):
             tier = "raw" if step % 60 else ("1m" if step % 600 else "10m")
             lo = self.retention.horizon_ns(tier, now)
         else:
-            self.retention.check_step(lo, now, step)
+            self.retention.check_step(lo, now, step, end=hi)
         if self._net_query(cluster, hosts, nics, fields) is None or (hi is not None and hi <= lo):
             return empty_net_aggregate()
         records = []

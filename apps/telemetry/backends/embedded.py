@@ -426,14 +426,11 @@ class EmbeddedBackend(TelemetryBackend):
         wants_percentiles = any(name in PERCENTILES for name in stats)
         level = next((lv for lv in reversed(ROLLUP_LEVELS) if step % lv == 0), None)
         if start < horizons["raw"]:
-            now = self.now()
-            if end <= horizons["10m"]:
-                self.retention.check_step(start, now, step, wants_percentiles)  # raises: nothing of it is kept
-            start = max(start, horizons["10m"])
-            self.retention.check_step(start, now, step, wants_percentiles)
+            self.retention.check_step(start, self.now(), step, wants_percentiles, end=end)
+            start = max(start, horizons["10m"])  # nothing before the coarsest tier is kept: an empty part
         parts = []
         with self._connect() as db:
-            if start < horizons["raw"]:
+            if horizons["raw"] > start < end:
                 # before the raw horizon: whole buckets of the rollup level, up to the bucket holding the horizon
                 tier_horizon = horizons["1m"] if level == 60 else horizons["10m"]
                 lo = -(-start // width) * width if start < tier_horizon else start - start % width
@@ -678,11 +675,8 @@ class EmbeddedBackend(TelemetryBackend):
         parts = []
         with self._connect() as db:
             if lo < horizons["raw"]:
-                now = self.now()
-                if hi is not None and hi <= horizons["10m"]:
-                    self.retention.check_step(lo, now, step)
-                lo = max(lo, horizons["10m"])
-                self.retention.check_step(lo, now, step)
+                self.retention.check_step(lo, self.now(), step, end=hi)
+                lo = max(lo, horizons["10m"])  # nothing before the coarsest tier is kept: an empty part
                 tier_horizon = horizons["1m"] if level == 60 else horizons["10m"]
                 first = max(lo - lo % width, -(-tier_horizon // width) * width)
                 cut = -(-horizons["raw"] // width) * width
