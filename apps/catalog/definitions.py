@@ -26,7 +26,7 @@ quality rules such as coverage), cut to what Belvedere checks::
       gap_after: 3                                      # a gap: no sample for more than 3 periods
       # expected_while: jobs   # members (hosts) are expected only while a job runs on them (in-job collectors)
     checks: {every: 5m, window: 6h}
-    retention: 90d
+    retention: 400d                  # not for telemetry: the store's tiers say how long its samples are kept
     links: [{title: Job page, url: /jobs/}]
     explorer: {fields: [155, 150], window: 6h, group_by: host, step: 60s}
 
@@ -307,6 +307,9 @@ def load_product(text: str, path: str | Path = "<text>", *, field_units: dict[in
     if window is not None and window > 31 * 86400:
         check.add(("checks", "window"), "at most 31d")
     retention = check.duration(data, "retention", (), required=False)
+    if kind == "telemetry" and data.get("retention") is not None:
+        check.add(("retention",), "telemetry is kept by the store's tiers (settings TELEMETRY_RETENTION_RAW_DAYS, _1M_DAYS, "
+                                  "_10M_DAYS), which the product's page and API show: remove this key")
     links = data.get("links", [])
     if not isinstance(links, list):
         check.add(("links",), "a list of {title, url}")

@@ -2,7 +2,13 @@
 they describe the machine's data, not anyone's jobs (reading the data itself keeps its own rules). Where a
 product's members are jobs, what a check measured names only the jobs the reader may see (``measured_for``):
 staff all, others their own and their projects' jobs; the counts stay whole."""
-from django.db.models import Count, Q, QuerySet
+from django.apps import apps as django_apps
+from django.core.exceptions import FieldDoesNotExist
+from django.db.models import CASCADE, Count, Q, QuerySet
+
+from apps.telemetry.backends.base import TelemetryUnavailable
+from apps.telemetry.retention import TIER_SECONDS, TIER_WORDS, TIERS
+from apps.telemetry.store import telemetry_store
 
 from . import quality
 from .choices import DataProductStateChoices
@@ -81,8 +87,6 @@ def latest_job_for(user, product: DataProduct):
     """The reader's latest job that fits the product (staff: the machine's latest), as ``cluster/id``, or None:
     for a model source whose members are jobs, the newest row among the jobs the reader may see; for
     telemetry, the latest job that started on nodes."""
-    from django.apps import apps as django_apps
-
     from apps.jobs.selectors import job_list_for_user
 
     jobs = job_list_for_user(user)
@@ -112,6 +116,78 @@ def sample_query_for(user, product: DataProduct, now=None):
     staff = bool(getattr(user, "is_staff", False))
     job = latest_job_for(user, product) if needs_job(choose_query(sample, staff=staff)) else None
     return sample_query(sample, staff=staff, now=now or timezone.now(), job=job)
+
+
+# ---------------------------------------------------------------------------------------------
+# Retention: how long a product is kept (issue 40)
+
+
+def _days_words(days: float) -> str:
+    days = float(days)
+    if days % 365 == 0:
+        return f"{int(days // 365)} year" + ("s" if days != 365 else "")
+    return f"{days:g} day" + ("s" if days != 1 else "")
+
+
+def _kept_with_job(source: dict) -> bool:
+    """A model source whose rows belong to one job each and go with it (``job`` deleted in cascade)."""
+    members = source.get("member_field")
+    first = members if isinstance(members, str) else (members or [""])[0]
+    if source.get("kind") != "model" or not str(first).startswith("job__"):
+        return False
+    try:
+        field = django_apps.get_model(source["model"])._meta.get_field("job")
+    except (LookupError, FieldDoesNotExist, KeyError, ValueError):
+        return False
+    return getattr(field.remote_field, "on_delete", None) is CASCADE
+
+
+def product_retention(definition: dict, now=None) -> dict:
+    """How long a product is kept, as its page and the API say it.
+
+    * ``source.kind: telemetry`` — the samples live in the telemetry store, whose tiers decide (settings
+      ``TELEMETRY_RETENTION_RAW_DAYS``, ``_1M_DAYS``, ``_10M_DAYS``; a product file may not declare its own
+      ``retention``): ``tiers`` lists each tier with its resolution (raw: the product's sampling period, samples as
+      sent; then 60 s and 600 s rollups), its days and ``since``, the oldest instant it still answers for (counted from
+      the store's clock); ``seconds`` is the raw tier's; ``text`` "raw for 30 days, 1-min to 90 days, 10-min to 1 year".
+    * any other source — the file's ``retention`` (``text`` "400 days"); a per-job model row without one is kept "as
+      long as its job"; otherwise ``text`` is None (the file says nothing).
+
+    Pages write "Kept: " before ``text``.
+
+    Returns ``{"text", "seconds", "tiers", "store"}``; ``tiers`` and ``store`` are None outside the store."""
+    source = definition.get("source") or {}
+    declared = definition.get("retention")
+    if source.get("kind") == "telemetry":
+        alias = source.get("store") or "default"
+        try:
+            store = telemetry_store(alias)
+        except TelemetryUnavailable as exc:
+            return {"text": f"by the telemetry store {alias!r}, which cannot be read: {exc}", "seconds": None,
+                    "tiers": None, "store": alias}
+        retention = store.retention
+        now = now or store.now()
+        sampling = (definition.get("slo") or {}).get("sampling_period") or 0
+        tiers = [{"tier": tier, "words": TIER_WORDS[tier],
+                  "resolution_s": int(sampling) if tier == "raw" else TIER_SECONDS[tier],
+                  "days": _number(retention.days(tier)), "kept": _days_words(retention.days(tier)),
+                  "since": retention.horizon(tier, now)} for tier in TIERS]
+        return {"text": retention.describe(), "seconds": int(retention.raw_days * 86400), "tiers": tiers, "store": alias}
+    if declared:
+        return {"text": _days_words(declared / 86400) if declared % 86400 == 0 else _seconds_words(declared),
+                "seconds": declared, "tiers": None, "store": None}
+    if _kept_with_job(source):
+        return {"text": "as long as its job", "seconds": None, "tiers": None, "store": None}
+    return {"text": None, "seconds": None, "tiers": None, "store": None}
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def _seconds_words(seconds: int) -> str:
+    hours = seconds / 3600
+    return f"{hours:g} hour" + ("s" if hours != 1 else "")
 
 
 # ---------------------------------------------------------------------------------------------

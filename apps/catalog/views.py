@@ -10,7 +10,8 @@ from django.views.generic import TemplateView
 
 from .queries import resolve_times
 from .selectors import (INCIDENT_STATES, assignable_staff, check_history, facets, incident_list, incidents, latest_checks, measured_for,
-                        product_get, products, sample_query_for, subscribed_products)
+                        product_get, product_retention, products, sample_query_for,
+                        subscribed_products)
 
 
 def resolve_query(text: str, now=None) -> str:
@@ -25,7 +26,10 @@ class CatalogIndexView(TemplateView):
         context = super().get_context_data(**kwargs)
         params = self.request.GET
         chosen = {key: params.get(key, "")[:200] for key in ("q", "domain", "owner", "state")}
-        context.update(products=list(products(**chosen)), chosen=chosen, facets=facets())
+        found = list(products(**chosen))
+        for product in found:
+            product.retention = product_retention(product.definition)
+        context.update(products=found, chosen=chosen, facets=facets())
         return context
 
 
@@ -56,7 +60,7 @@ class ProductView(TemplateView):
                        sample_description=sample.get("description", ""),
                        subscribed=product.name in subscribed_products(self.request.user),
                        timeline=timeline, coverage=latest.get("coverage"), freshness=latest.get("freshness"),
-                       explorer=definition["source"]["kind"] == "telemetry",
+                       explorer=definition["source"]["kind"] == "telemetry", retention=product_retention(definition),
                        node_members=(definition["slo"].get("coverage") or {}).get("population") in ("topology_gpus", "topology_nodes",
                                                                                                   "running_job_gpus"),
                        open_incidents=[incident for incident in recent_incidents if incident.closed is None])

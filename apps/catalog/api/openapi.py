@@ -165,6 +165,20 @@ class CatalogExplorer(serializers.Serializer):
     stat = serializers.CharField()
 
 
+class CatalogRetentionTier(serializers.Serializer):
+    """One tier of the telemetry store that holds the product (issue 40)."""
+
+    tier = serializers.ChoiceField(choices=["raw", "1m", "10m"], help_text="raw samples, 1-minute or 10-minute rollups.")
+    resolution_s = serializers.IntegerField(min_value=0, help_text="Seconds between values in this tier: raw, the product's "
+                                                                   "sampling period (samples as sent; 0 when it declares none); "
+                                                                   "1m, 60; 10m, 600.")
+    days = serializers.FloatField(min_value=0, help_text="Days this tier is kept (settings TELEMETRY_RETENTION_RAW_DAYS, "
+                                                         "_1M_DAYS, _10M_DAYS).")
+    since = serializers.DateTimeField(help_text="The oldest instant this tier still answers for: now minus its days. A read "
+                                                "that starts before the raw tier's since needs a step that is a multiple of "
+                                                "the tier's resolution.")
+
+
 class CatalogDefinition(serializers.Serializer):
     """The product's validated declaration file, durations in seconds."""
 
@@ -181,7 +195,12 @@ class CatalogDefinition(serializers.Serializer):
     sample_query = CatalogSampleQuery()
     slo = CatalogSlo()
     checks = CatalogCheckSchedule()
-    retention = serializers.IntegerField(allow_null=True)
+    retention = serializers.IntegerField(
+        allow_null=True, help_text="Seconds the product is kept at full resolution: for telemetry products the store's raw tier "
+                                   "(settings TELEMETRY_RETENTION_RAW_DAYS), otherwise the file's retention; null when neither says.")
+    retention_tiers = CatalogRetentionTier(
+        many=True, allow_null=True, help_text="Telemetry products: the store's tiers, finest first (raw, 1m, 10m); null for "
+                                              "products outside the telemetry store.")
     links = CatalogLink(many=True)
     explorer = CatalogExplorer(allow_null=True)
 

@@ -12,7 +12,7 @@ from apps.core.api.exceptions import ErrorItem, InputError
 
 from ..models import CheckRun, DataProduct, Incident
 from ..selectors import (INCIDENT_STATES, check_history, incident_get, incident_list, incidents, latest_checks, measured_for, product_get,
-                         products, subscribed_products)
+                         product_retention, products, subscribed_products)
 from .openapi import CatalogIncidentItem, CatalogSubscriptionState
 from .openapi import CatalogCheckRun, CatalogProductResponse, CatalogProductSummary, CatalogRunQueuedResponse
 
@@ -76,6 +76,9 @@ class ProductDetailView(APIView):
         body["quality"].update(open_incidents=len(open_incidents), incidents=open_incidents,
                                latest={kind: _run(run, request.user, product) for kind, run in latest_checks(product).items()})
         body["definition"] = {key: value for key, value in product.definition.items() if key not in ("digest", "file")}
+        kept = product_retention(product.definition)
+        body["definition"].update(retention=kept["seconds"], retention_tiers=[
+            {key: tier[key] for key in ("tier", "resolution_s", "days", "since")} for tier in kept["tiers"]] if kept["tiers"] else None)
         body["versions"] = [{"version": v.version, "loaded": v.loaded, "changes": v.changes} for v in product.versions.all()[:20]]
         return Response(body)
 
