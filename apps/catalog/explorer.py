@@ -194,6 +194,7 @@ def plot(user, *, product_name: str, fields: list[int], window: int, group_by: s
 
     def read(start, end):
         step = max(step_declared, choose_step((end - start).total_seconds(), MAX_BUCKETS))  # a step the store's rollups serve
+        step = store.retention.step_for(start, store.now(), step) or step  # and the tier holding the window (issue 40)
         return step, store.aggregate(Query(start=start, end=end, fields=tuple(fields), hosts=hosts), step, ("mean", "min", "max"))
 
     moved = f"Job {job_key.cluster}/{job_key.job_id}: " if job_key else ""

@@ -7,8 +7,13 @@ from django.utils.module_loading import import_string
 from .backends.base import TelemetryBackend, TelemetryUnavailable
 
 
-@lru_cache(maxsize=None)
 def telemetry_store(alias: str = "default") -> TelemetryBackend:
+    """The store named ``alias`` (one instance per alias and process, whether named or defaulted)."""
+    return _built(alias)
+
+
+@lru_cache(maxsize=None)
+def _built(alias: str) -> TelemetryBackend:
     try:
         config = settings.TELEMETRY_BACKENDS[alias]
     except KeyError:
@@ -22,4 +27,4 @@ def telemetry_store(alias: str = "default") -> TelemetryBackend:
 
 def reset_telemetry_stores() -> None:
     """Forget built stores (tests that change settings)."""
-    telemetry_store.cache_clear()
+    _built.cache_clear()
