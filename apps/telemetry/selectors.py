@@ -128,7 +128,12 @@ def readable_step(start: datetime, step: int) -> int | None:
     """The finest step a read of the configured store from ``start`` can be answered at, never finer than ``step``:
     ``step`` while raw samples hold ``start``, else a multiple of the rollup tier's resolution; None when nothing of
     ``start`` is kept (``retention.Retention.step_for``)."""
-    store = telemetry_store()
+    from .backends.base import TelemetryUnavailable
+
+    try:
+        store = telemetry_store()
+    except TelemetryUnavailable:  # the read that follows says so where its caller handles it
+        return int(step)
     return store.retention.step_for(start, store.now(), int(step))
 
 
