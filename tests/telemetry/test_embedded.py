@@ -167,3 +167,62 @@ def test_a_layout_2_file_moves_its_tables_into_day_partitions_and_keeps_every_sa
     connection.close()
     assert {"samples_20261121", "rollup_60_20261121", "net_samples_20261121", "net_rollup_600_20261121"} <= tables
     assert not {"samples", "rollup_60", "net_samples"} & tables  # views now, over the partitions
+
+
+def test_a_late_write_past_the_raw_horizon_adds_missing_rollups_and_never_replaces_built_ones(tmp_path):
+    """Samples sent after their raw tier let them go (a late import, the demo writing its history): no raw read returns
+    them; their rollups fill buckets the store has none for, and the buckets built while their raw samples were all
+    there stay as built (a partial re-send would otherwise replace a whole minute by its few re-sent samples)."""
+    import pandas as pd
+
+    from apps.telemetry.backends.base import aggregate_frame, sort_aggregate
+    from apps.telemetry.retention import Retention
+
+    from .contract import assert_frames_equal
+
+    store = EmbeddedBackend(path=str(tmp_path / "telemetry"))
+    store.clock = lambda: T0 + timedelta(days=1)
+    data = synthetic(minutes=20)
+    store.write(data)
+    store.retention, store.clock = Retention(), (lambda: T0 + timedelta(days=31))
+    assert store.expire()
+    changed = data[data.ts < T0 + timedelta(minutes=5)].assign(value=-1.0)  # a partial re-send, other values
+    late = synthetic(minutes=10, start=T0 + timedelta(minutes=20), seed=9)  # minutes the store never had
+    assert store.write(pd.concat([changed, late], ignore_index=True)) == len(changed) + len(late)
+    window = Query(start=T0, end=T0 + timedelta(hours=1))
+    assert store.read(window).empty
+    for step in (60, 600):
+        assert_frames_equal(sort_aggregate(store.aggregate(window, step)),
+                            aggregate_frame(pd.concat([data, late], ignore_index=True), step))
+    assert store.expire(), "the late samples' raw partition goes with the next pass"
+    assert_frames_equal(sort_aggregate(store.aggregate(window, 60)),
+                        aggregate_frame(pd.concat([data, late], ignore_index=True), 60))
+
+
+def test_hourly_partitions_keep_the_contract_and_let_a_short_raw_retention_go_hour_by_hour(tmp_path):
+    from apps.telemetry.backends.base import aggregate_frame, sort_aggregate
+
+    from .contract import assert_frames_equal, expected_net_aggregate, net_synthetic
+
+    store = EmbeddedBackend(path=str(tmp_path / "telemetry"), partition_hours=1,
+                            retention={"raw_days": 0.25, "m1_days": 1, "m10_days": 7})
+    store.clock = lambda: T0 + timedelta(hours=3)
+    data = synthetic(minutes=150, every_s=30)  # 10:00-12:30 across three hour tables
+    net = net_synthetic(minutes=150, every_s=60)
+    store.write(data)
+    store.write_net(net)
+    window = Query(start=T0, end=T0 + timedelta(hours=3))
+    assert_frames_equal(sort_aggregate(store.aggregate(window, 600)), aggregate_frame(data, 600))
+    store.clock = lambda: T0 + timedelta(hours=7, minutes=30)  # the raw horizon 6 h before: T0 + 1.5 h
+    gone = {item.partition for item in store.expire()}
+    assert gone == {"samples_2026112110", "net_samples_2026112110"}  # the whole hours past 6 hours, nothing else
+    horizon = T0 + timedelta(hours=1, minutes=30)
+    assert_frames_equal(store.read(window), data[data.ts >= horizon].sort_values(
+        ["cluster", "host", "gpu", "field", "ts"], ignore_index=True))
+    assert_frames_equal(sort_aggregate(store.aggregate(window, 60)), aggregate_frame(data, 60))
+    got = store.aggregate_net("alps", 600, start=T0).sort_values(["bucket", "host", "nic", "field"], ignore_index=True)
+    assert got["last"].tolist() == expected_net_aggregate(net, 600)["last"].tolist()
+    assert got["first"].tolist() == expected_net_aggregate(net, 600)["first"].tolist()
+    with pytest.raises(TelemetryUnavailable, match="partition_hours"):
+        EmbeddedBackend(path=str(tmp_path / "other"), partition_hours=6)
+

@@ -54,7 +54,7 @@ from .base import (
     Expiry, TierError, deduplicate_app, deduplicate_net, empty_app_frame, empty_frame, empty_net_aggregate, net_filter,
     net_frame_from_columns, net_window, step_seconds, utc_from_ns,
 )
-from ..retention import DAY_NS, day_name
+from ..retention import DAY_NS
 
 NS = 1_000_000_000
 ROLLUP_LEVELS = (60, 600, 3600)  # seconds; each level is built from the one before
@@ -70,15 +70,15 @@ _KIND_COLUMNS = {
     "net_samples": "cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, nic VARCHAR NOT NULL, field VARCHAR NOT NULL, "
                    "ts BIGINT NOT NULL, value DOUBLE NOT NULL",
     **{f"net_rollup_{level}": "cluster VARCHAR NOT NULL, host VARCHAR NOT NULL, nic VARCHAR NOT NULL, "
-                              "field VARCHAR NOT NULL, bucket BIGINT NOT NULL, n BIGINT NOT NULL, first_ts BIGINT NOT NULL, "
-                              "first DOUBLE NOT NULL, last_ts BIGINT NOT NULL, last DOUBLE NOT NULL, lo DOUBLE NOT NULL, "
+                              "field VARCHAR NOT NULL, bucket BIGINT NOT NULL, n BIGINT NOT NULL, "
+                              "first DOUBLE NOT NULL, last DOUBLE NOT NULL, lo DOUBLE NOT NULL, "
                               "hi DOUBLE NOT NULL" for level in NET_ROLLUP_LEVELS},
 }
 _KIND_TIME = {kind: ("ts" if kind.endswith("samples") else "bucket") for kind in _KIND_COLUMNS}
 _KIND_TIER = {"samples": ("gpu", "raw"), "rollup_60": ("gpu", "1m"), "rollup_600": ("gpu", "10m"),
               "rollup_3600": ("gpu", "10m"), "net_samples": ("net", "raw"), "net_rollup_60": ("net", "1m"),
               "net_rollup_600": ("net", "10m")}
-_PARTITION = re.compile(r"^(?P<kind>[a-z0-9_]+?)_(?P<day>\d{8})$")
+_PARTITION = re.compile(r"^(?P<kind>[a-z0-9_]+?)_(?P<span>\d{8}|\d{10})$")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 _SCHEMA = [
@@ -95,8 +95,13 @@ class EmbeddedBackend(TelemetryBackend):
     name = "embedded telemetry store"
     percentiles_exact = True
 
-    def __init__(self, path: str, lock_timeout: float = 30.0, threads: int | None = None, **options):
-        super().__init__(path=path, lock_timeout=lock_timeout, threads=threads, **options)
+    def __init__(self, path: str, lock_timeout: float = 30.0, threads: int | None = None, partition_hours: int = 24,
+                 **options):
+        super().__init__(path=path, lock_timeout=lock_timeout, threads=threads, partition_hours=partition_hours, **options)
+        if int(partition_hours) not in (1, 24):
+            raise TelemetryUnavailable(f"the embedded telemetry store's partition_hours is 24 (a table per day) or 1 "
+                                       f"(a table per hour: short retentions, the demo), not {partition_hours!r}")
+        self.partition_ns = int(partition_hours) * 3600 * NS
         if not path:
             raise TelemetryUnavailable("the embedded telemetry store needs a path (TELEMETRY_BACKENDS OPTIONS 'path')")
         folder = Path(path)
@@ -175,51 +180,56 @@ class EmbeddedBackend(TelemetryBackend):
 
     # -- day partitions ------------------------------------------------------------------------
 
-    @staticmethod
-    def _days(db, kind: str) -> list[int]:
-        """The days (numbers since the epoch) ``kind`` has a partition for, in order."""
-        days = []
+    def _spans(self, db, kind: str) -> list[tuple[int, int, str]]:
+        """(first ns, end ns, table) of every partition of ``kind``, in time order: day tables ``<kind>_YYYYMMDD`` and
+        hour-span tables ``<kind>_YYYYMMDDHH`` (option ``partition_hours``), whichever the file holds."""
+        spans = []
         for (name,) in db.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
                                   "AND table_name LIKE ?", [f"{kind}_%"]).fetchall():
             match = _PARTITION.match(name)
             if match and match["kind"] == kind:
-                day = datetime.strptime(match["day"], "%Y%m%d").replace(tzinfo=timezone.utc)
-                days.append((day - _EPOCH).days)
-        return sorted(days)
+                first, width = _span_of(match["span"])
+                spans.append((first, first + width, name))
+        return sorted(spans)
+
+    def _name(self, kind: str, first_ns: int) -> str:
+        moment = _EPOCH + timedelta(microseconds=first_ns // 1000)
+        return f"{kind}_{moment:%Y%m%d}" if self.partition_ns == DAY_NS else f"{kind}_{moment:%Y%m%d%H}"
 
     def _relation(self, db, kind: str, lo: int | None, hi: int | None) -> str | None:
-        """SQL for the rows of ``kind`` in the day partitions that [lo, hi) touches (None: unbounded); None when no
+        """SQL for the rows of ``kind`` in the partitions that [lo, hi) touches (None: unbounded); None when no
         partition does."""
-        days = [day for day in self._days(db, kind)
-                if (lo is None or (day + 1) * DAY_NS > lo) and (hi is None or day * DAY_NS < hi)]
-        if not days:
+        tables = [name for first, end, name in self._spans(db, kind)
+                  if (lo is None or end > lo) and (hi is None or first < hi)]
+        if not tables:
             return None
-        if len(days) == 1:
-            return f"{kind}_{day_name(days[0])}"
-        return "(" + " UNION ALL ".join(f"SELECT * FROM {kind}_{day_name(day)}" for day in days) + ")"
+        if len(tables) == 1:
+            return tables[0]
+        return "(" + " UNION ALL ".join(f"SELECT * FROM {name}" for name in tables) + ")"
 
     def _replace_view(self, db, kind: str) -> None:
-        days = self._days(db, kind)
-        if days:
-            body = " UNION ALL ".join(f"SELECT * FROM {kind}_{day_name(day)}" for day in days)
+        tables = [name for _, _, name in self._spans(db, kind)]
+        if tables:
+            body = " UNION ALL ".join(f"SELECT * FROM {name}" for name in tables)
         else:
             columns = ", ".join(f"NULL::{part.split()[1]} AS {part.split()[0]}" for part in _KIND_COLUMNS[kind].split(", "))
             body = f"SELECT {columns} WHERE false"
         db.execute(f"CREATE OR REPLACE VIEW {kind} AS {body}")
 
     def _insert_by_day(self, db, kind: str, source: str, where: str = "", params: list | None = None) -> None:
-        """Insert the rows of relation ``source`` (the columns of ``kind``, in order) into their day partitions,
-        creating the missing ones (and the view over them)."""
-        column = _KIND_TIME[kind]
+        """Insert the rows of relation ``source`` (the columns of ``kind``, in order) into their partitions (of
+        ``partition_hours``), creating the missing ones (and the view over them)."""
+        column, width = _KIND_TIME[kind], self.partition_ns
         filter_sql = f" WHERE {where}" if where else ""
-        found = db.execute(f"SELECT DISTINCT {column} // {DAY_NS} FROM {source}{filter_sql}", params or []).fetchall()
-        existing, created = set(self._days(db, kind)), False
-        for (day,) in sorted(found):
-            table = f"{kind}_{day_name(day)}"
-            if day not in existing:
+        found = db.execute(f"SELECT DISTINCT {column} // {width} FROM {source}{filter_sql}", params or []).fetchall()
+        existing, created = {name for _, _, name in self._spans(db, kind)}, False
+        for (number,) in sorted(found):
+            first = number * width
+            table = self._name(kind, first)
+            if table not in existing:
                 db.execute(f"CREATE TABLE IF NOT EXISTS {table} ({_KIND_COLUMNS[kind]})")
                 created = True
-            clause = f"{column} >= {day * DAY_NS} AND {column} < {(day + 1) * DAY_NS}"
+            clause = f"{column} >= {first} AND {column} < {first + width}"
             db.execute(f"INSERT INTO {table} SELECT * FROM {source} WHERE {clause}{' AND ' + where if where else ''}",
                        params or [])
         if created:
@@ -229,10 +239,10 @@ class EmbeddedBackend(TelemetryBackend):
                        using: str = "") -> None:
         """``DELETE FROM`` each partition of ``kind`` that [lo, hi) touches, as ``r`` (``using``: ``USING ...``)."""
         column = _KIND_TIME[kind]
-        for day in self._days(db, kind):
-            if (lo is not None and (day + 1) * DAY_NS <= lo) or (hi is not None and day * DAY_NS >= hi):
+        for first, end, name in self._spans(db, kind):
+            if (lo is not None and end <= lo) or (hi is not None and first >= hi):
                 continue
-            db.execute(f"DELETE FROM {kind}_{day_name(day)} AS r {using} WHERE r.{column} >= ? AND r.{column} < ? "
+            db.execute(f"DELETE FROM {name} AS r {using} WHERE r.{column} >= ? AND r.{column} < ? "
                        f"AND ({where})", [lo if lo is not None else -2**63, hi if hi is not None else 2**63 - 1, *params])
 
     def _horizons(self) -> dict[str, int]:
@@ -326,21 +336,19 @@ class EmbeddedBackend(TelemetryBackend):
     # -- writing -------------------------------------------------------------------------------
 
     def write(self, frame: pd.DataFrame) -> int:
-        """Store samples; those older than the raw tier's horizon are not written (a read could never return them,
-        and they would replace rollups built while their neighbours were still kept)."""
+        """Store samples and refresh their rollups. Samples already past the raw tier's horizon are stored too (the
+        next retention pass drops their partition; no raw read returns them): their rollups are added where the store
+        has none for their bucket, never replacing one built while the bucket's raw samples were complete (see
+        ``_refresh_rollups``)."""
         if frame is None or len(frame) == 0:
             return 0
         batch = canonical(frame)
-        raw_horizon = self._horizons()["raw"]
         with self._connect() as db:
             try:
                 with self._transaction(db):
                     rows = _last_per_key(pd.DataFrame({
                         "series": self._series_ids(db, batch), "field": batch["field"].to_numpy("int16"),
                         "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy()}))
-                    rows = rows[rows["ts"].to_numpy() >= raw_horizon]
-                    if not len(rows):
-                        return 0
                     db.register("batch", rows)
                     lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
                     # Only when the batch overlaps stored time: new data (the common case) skips the join.
@@ -366,10 +374,13 @@ class EmbeddedBackend(TelemetryBackend):
         db.execute(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT series, field FROM {changed}")
         join = "r.series = t.series AND r.field = t.field"
         kind, time_column, aggregates = "samples", "ts", "count(*), sum(r.value), min(r.value), max(r.value)"
+        raw_horizon = self._horizons()["raw"]
         for level in ROLLUP_LEVELS:
             width = level * NS
             lo, hi = lo_ts - lo_ts % width, hi_ts - hi_ts % width + width
-            self._delete_by_day(db, f"rollup_{level}", lo, hi, join, [], using="USING touched t")
+            cut = max(lo, min(hi, raw_horizon - raw_horizon % width))  # buckets before it lie wholly past the raw horizon
+            if cut < hi:
+                self._delete_by_day(db, f"rollup_{level}", cut, hi, join, [], using="USING touched t")
             source = self._relation(db, kind, lo, hi)
             if source is not None:
                 db.execute(f"""CREATE OR REPLACE TEMP TABLE fresh AS
@@ -377,8 +388,20 @@ class EmbeddedBackend(TelemetryBackend):
                                FROM {source} r SEMI JOIN touched t ON {join}
                                WHERE r.{time_column} >= ? AND r.{time_column} < ?
                                GROUP BY ALL""", [lo, hi])
+                self._keep_built(db, "fresh", f"rollup_{level}", ("series", "field"), lo, cut)
                 self._insert_by_day(db, f"rollup_{level}", "fresh")
             kind, time_column, aggregates = f"rollup_{level}", "bucket", "sum(r.n), sum(r.total), min(r.lo), max(r.hi)"
+
+    def _keep_built(self, db, fresh: str, kind: str, keys: tuple, lo: int, cut: int) -> None:
+        """Leave out of ``fresh`` the rollup buckets before ``cut`` (wholly past the raw horizon) that ``kind`` already
+        holds: built while the bucket's raw samples were all there, they stay; a late write only adds missing ones."""
+        if lo >= cut:
+            return
+        built = self._relation(db, kind, lo, cut)
+        if built is None:
+            return
+        same = " AND ".join(f"b.{key} = f.{key}" for key in (*keys, "bucket"))
+        db.execute(f"DELETE FROM {fresh} f WHERE f.bucket < ? AND EXISTS (SELECT 1 FROM {built} b WHERE {same})", [cut])
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -571,8 +594,8 @@ class EmbeddedBackend(TelemetryBackend):
     # -- network samples -----------------------------------------------------------------------
 
     def write_net(self, frame: pd.DataFrame) -> int:
-        """Store network (and host) samples in their day partitions and refresh their rollups; samples older than the
-        raw tier's horizon are not written (see ``write``)."""
+        """Store network (and host) samples in their partitions and refresh their rollups (past the raw horizon as
+        ``write`` does)."""
         if frame is None or len(frame) == 0:
             return 0
         batch = deduplicate_net(canonical_net(frame))
@@ -580,9 +603,6 @@ class EmbeddedBackend(TelemetryBackend):
             "cluster": batch["cluster"].to_numpy(object), "host": batch["host"].to_numpy(object),
             "nic": batch["nic"].to_numpy(object), "field": batch["field"].to_numpy(object),
             "ts": batch["ts"].astype("int64").to_numpy(), "value": batch["value"].to_numpy("float64")})
-        rows = rows[rows["ts"].to_numpy() >= self._horizons()["raw"]]
-        if not len(rows):
-            return 0
         lo, hi = int(rows["ts"].min()), int(rows["ts"].max())
         same_key = " AND ".join(f"r.{column} = b.{column}" for column in ("ts", "host", "nic", "field", "cluster"))
         with self._connect() as db:
@@ -607,12 +627,14 @@ class EmbeddedBackend(TelemetryBackend):
         db.execute(f"CREATE OR REPLACE TEMP TABLE net_touched AS SELECT DISTINCT cluster, host, nic, field FROM {changed}")
         join = "r.cluster = t.cluster AND r.host = t.host AND r.nic = t.nic AND r.field = t.field"
         kind, time_column = "net_samples", "ts"
-        aggregates = ("count(*), min(r.ts), arg_min(r.value, r.ts), max(r.ts), arg_max(r.value, r.ts), "
-                      "min(r.value), max(r.value)")
+        aggregates = "count(*), arg_min(r.value, r.ts), arg_max(r.value, r.ts), min(r.value), max(r.value)"
+        raw_horizon = self._horizons()["raw"]
         for level in NET_ROLLUP_LEVELS:
             width = level * NS
             lo, hi = lo_ts - lo_ts % width, hi_ts - hi_ts % width + width
-            self._delete_by_day(db, f"net_rollup_{level}", lo, hi, join, [], using="USING net_touched t")
+            cut = max(lo, min(hi, raw_horizon - raw_horizon % width))
+            if cut < hi:
+                self._delete_by_day(db, f"net_rollup_{level}", cut, hi, join, [], using="USING net_touched t")
             source = self._relation(db, kind, lo, hi)
             if source is not None:
                 db.execute(f"""CREATE OR REPLACE TEMP TABLE net_fresh AS
@@ -621,10 +643,11 @@ class EmbeddedBackend(TelemetryBackend):
                                FROM {source} r SEMI JOIN net_touched t ON {join}
                                WHERE r.{time_column} >= ? AND r.{time_column} < ?
                                GROUP BY ALL""", [lo, hi])
+                self._keep_built(db, "net_fresh", f"net_rollup_{level}", ("cluster", "host", "nic", "field"), lo, cut)
                 self._insert_by_day(db, f"net_rollup_{level}", "net_fresh")
+            # a coarser bucket's first sample is the first of its earliest finer bucket, its last the last of its latest
             kind, time_column = f"net_rollup_{level}", "bucket"
-            aggregates = ("sum(r.n), min(r.first_ts), arg_min(r.first, r.first_ts), max(r.last_ts), "
-                          "arg_max(r.last, r.last_ts), min(r.lo), max(r.hi)")
+            aggregates = "sum(r.n), arg_min(r.first, r.bucket), arg_max(r.last, r.bucket), min(r.lo), max(r.hi)"
 
     @staticmethod
     def _net_filter(cluster, hosts, nics, fields) -> tuple[str, list] | None:
@@ -686,7 +709,7 @@ class EmbeddedBackend(TelemetryBackend):
                 if source is not None and first < cut:
                     parts.append(db.execute(f"""
                         SELECT bucket - (bucket % {width}) AS bucket, cluster, host, nic, field, sum(n) AS count,
-                               arg_min(first, first_ts) AS first, arg_max(last, last_ts) AS last, min(lo) AS min,
+                               arg_min(first, bucket) AS first, arg_max(last, bucket) AS last, min(lo) AS min,
                                max(hi) AS max
                         FROM {source} WHERE {names[0]} AND bucket >= ? AND bucket < ? GROUP BY ALL""",
                         [*names[1], first, cut]).fetchnumpy())
@@ -732,11 +755,10 @@ class EmbeddedBackend(TelemetryBackend):
         found = []
         for kind, (source, tier) in _KIND_TIER.items():
             horizon = self.retention.horizon_ns(tier, now)
-            for day in self._days(db, kind):
-                if (day + 1) * DAY_NS <= horizon:
-                    table = f"{kind}_{day_name(day)}"
-                    first = _EPOCH + timedelta(days=day)
-                    found.append(Expiry(source, tier, table, first, first + timedelta(days=1), sizes.get(table)))
+            for first, end, name in self._spans(db, kind):
+                if end <= horizon:
+                    found.append(Expiry(source, tier, name, _EPOCH + timedelta(microseconds=first // 1000),
+                                        _EPOCH + timedelta(microseconds=end // 1000), sizes.get(name)))
         return found
 
     def expire(self, now=None, dry_run: bool = False, progress=None) -> list[Expiry]:
@@ -792,8 +814,8 @@ class EmbeddedBackend(TelemetryBackend):
         """Remove everything, job series and network samples included (tests, demo reset)."""
         with self._connect() as db, self._transaction(db):
             for kind in _KIND_COLUMNS:
-                for day in self._days(db, kind):
-                    db.execute(f"DROP TABLE {kind}_{day_name(day)}")
+                for _, _, name in self._spans(db, kind):
+                    db.execute(f"DROP TABLE {name}")
                 self._replace_view(db, kind)
             for table in ("series", "app_series"):
                 db.execute(f"DELETE FROM {table}")
@@ -831,3 +853,12 @@ def _canonical_types(frame: pd.DataFrame) -> pd.DataFrame:
         "field": frame["field"].astype("int32"), "value": frame["value"].astype("float64"),
     })
     return out[COLUMNS].reset_index(drop=True)
+
+
+def _span_of(text: str) -> tuple[int, int]:
+    """A partition's name suffix → (first ns, width ns): 'YYYYMMDD' a UTC day, 'YYYYMMDDHH' one hour."""
+    if len(text) == 8:
+        moment = datetime.strptime(text, "%Y%m%d").replace(tzinfo=timezone.utc)
+        return int((moment - _EPOCH).total_seconds()) * NS, DAY_NS
+    moment = datetime.strptime(text, "%Y%m%d%H").replace(tzinfo=timezone.utc)
+    return int((moment - _EPOCH).total_seconds()) * NS, 3600 * NS
