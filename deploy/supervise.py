@@ -49,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     demo = "--demo" in args
     if demo:
         env.setdefault("DEMO_FEEDER", "true")
+        # The demo's telemetry stays bounded (issue 40): an hour per table, raw samples for a day, 1-minute rollups for
+        # two, 10-minute rollups for two weeks, a retention pass every 10 minutes (the environment may say otherwise).
+        for name, value in (("TELEMETRY_PARTITION_HOURS", "1"), ("TELEMETRY_RETENTION_RAW_DAYS", "1"),
+                            ("TELEMETRY_RETENTION_1M_DAYS", "2"), ("TELEMETRY_RETENTION_10M_DAYS", "14"),
+                            ("TELEMETRY_RETENTION_SECONDS", "600")):
+            env.setdefault(name, value)
     env["BELVEDERE_START_BACKGROUND"] = "false" if demo else "true"
     configuration = str(BASE_DIR / "deploy" / "supervisord.conf")
     try:

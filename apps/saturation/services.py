@@ -223,16 +223,16 @@ def _no_telemetry(job, record: JobSaturation, task_id: str) -> JobSaturation:
 
 
 def _past_raw_retention(job, record: JobSaturation, start, step: int, task_id: str):
-    """Issue 40: when the job's raw samples are past their retention, a score built from them is kept as it is (the
-    record returned); one never built is scored from the rollups that still hold the job (the step to score at, a
-    multiple of their resolution). Otherwise ``step`` unchanged."""
+    """Issue 40: when the job's raw samples are past their retention, a finished job's score built from them is kept as
+    it is (the record returned); a running job, or one never scored, is scored from the rollups that still hold its
+    start (the step to score at, a multiple of their resolution). Otherwise ``step`` unchanged."""
     from apps.telemetry.selectors import job_retention, readable_step
 
     coarse = readable_step(start, step)
     if coarse == step:
         return step
     state = job_retention(job)
-    if record.has_product() or coarse is None:
+    if (record.has_product() and job.end_time is not None) or coarse is None:
         if coarse is None:
             record.status, record.score = Status.STATUS_EMPTY, None
         record.message = (state or {}).get("words", "")[:500]

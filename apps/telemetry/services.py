@@ -110,9 +110,10 @@ def job_telemetry_refresh(job, report=_quiet) -> JobTelemetry:
     store = telemetry_store()
     now = store.now()
     if start < store.retention.horizon("raw", now):
-        # Raw samples of (part of) the job are past their retention: a product built from them is kept as it is
-        # (issue 40: finished jobs stay explainable); one never built comes from the rollups that still hold it.
-        if record.has_product():
+        # Raw samples of (part of) the job are past their retention: a finished job's product built from them is kept
+        # as it is (issue 40: finished jobs stay explainable); a running job's, or one never built, comes from the
+        # rollups that still hold its start (and the raw samples after the horizon).
+        if record.has_product() and job.end_time is not None:
             record.message = retention_words(job, store, now, record)
             record.save(update_fields=PRODUCT_FIELDS)
             return record

@@ -451,6 +451,8 @@ TELEMETRY_RETENTION_RAW_DAYS = env.float("TELEMETRY_RETENTION_RAW_DAYS", default
 TELEMETRY_RETENTION_1M_DAYS = env.float("TELEMETRY_RETENTION_1M_DAYS", default=90.0)
 TELEMETRY_RETENTION_10M_DAYS = env.float("TELEMETRY_RETENTION_10M_DAYS", default=365.0)
 TELEMETRY_RETENTION_SECONDS = env.int("TELEMETRY_RETENTION_SECONDS", default=3600)
+# The embedded store's partition width: 24 (a table per UTC day) or 1 (a table per hour, for retentions of hours).
+TELEMETRY_PARTITION_HOURS = env.int("TELEMETRY_PARTITION_HOURS", default=24)
 TELEMETRY_BACKENDS = {
     "default": {
         "BACKEND": {
@@ -463,6 +465,7 @@ TELEMETRY_BACKENDS = {
             "index_prefix": env("ELASTICSEARCH_INDEX_PREFIX", default="belvedere-telemetry"),
             "retention": {"raw_days": TELEMETRY_RETENTION_RAW_DAYS, "m1_days": TELEMETRY_RETENTION_1M_DAYS,
                           "m10_days": TELEMETRY_RETENTION_10M_DAYS},
+            "partition_hours": TELEMETRY_PARTITION_HOURS,
         },
     },
 }

@@ -133,3 +133,16 @@ def test_the_retention_pass_as_a_command_and_as_a_task_with_progress(finished_jo
     out = StringIO()
     call_command("telemetry_retention", stdout=out)
     assert "nothing is past its retention" in out.getvalue()
+
+
+def test_a_running_job_whose_start_passed_the_raw_horizon_is_rebuilt_from_rollups_and_raw_not_frozen(finished_job,
+                                                                                                      store):
+    """Only a finished job's product is kept as built: a running one keeps moving (its old part from rollups)."""
+    finished_job.state, finished_job.end_time = "RUNNING", None
+    finished_job.save()
+    built = job_telemetry_refresh(finished_job)
+    assert built.status == "ready"
+    later(store, 30 + 1 / 24)  # the start (and the first minutes) past the raw horizon, the job still running
+    again = job_telemetry_refresh(finished_job)
+    assert again.status == "ready" and again.materialized > built.materialized and again.step_seconds % 60 == 0
+    assert "expired" in again.message
