@@ -49,10 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     demo = "--demo" in args
     if demo:
         env.setdefault("DEMO_FEEDER", "true")
-        # The demo's telemetry stays bounded (issue 40): an hour per table, raw samples for a day, 1-minute rollups for
-        # two, 10-minute rollups for two weeks, a retention pass every 10 minutes (the environment may say otherwise).
-        for name, value in (("TELEMETRY_PARTITION_HOURS", "1"), ("TELEMETRY_RETENTION_RAW_DAYS", "1"),
-                            ("TELEMETRY_RETENTION_1M_DAYS", "2"), ("TELEMETRY_RETENTION_10M_DAYS", "14"),
+        # The demo's telemetry stays bounded (issue 40): an hour per table, raw samples for 6 hours (a job running longer
+        # is drawn in minute buckets anyway), 1-minute rollups for three days (the demo's hang two days ago included),
+        # 10-minute rollups for two weeks, a retention pass every 10 minutes (the environment may say otherwise).
+        for name, value in (("TELEMETRY_PARTITION_HOURS", "1"), ("TELEMETRY_RETENTION_RAW_DAYS", "0.25"),
+                            ("TELEMETRY_RETENTION_1M_DAYS", "3"), ("TELEMETRY_RETENTION_10M_DAYS", "14"),
                             ("TELEMETRY_RETENTION_SECONDS", "600")):
             env.setdefault(name, value)
     env["BELVEDERE_START_BACKGROUND"] = "false" if demo else "true"
