@@ -192,9 +192,14 @@ class EmbeddedBackend(TelemetryBackend):
                 spans.append((first, first + width, name))
         return sorted(spans)
 
+    def _width(self, kind: str) -> int:
+        """A partition's width for ``kind``: the 10-minute tier's are days whatever ``partition_hours`` says (its
+        retention is counted in days, and an hour holds a few rows: DuckDB's blocks would stay mostly empty)."""
+        return DAY_NS if _KIND_TIER[kind][1] == "10m" else self.partition_ns
+
     def _name(self, kind: str, first_ns: int) -> str:
         moment = _EPOCH + timedelta(microseconds=first_ns // 1000)
-        return f"{kind}_{moment:%Y%m%d}" if self.partition_ns == DAY_NS else f"{kind}_{moment:%Y%m%d%H}"
+        return f"{kind}_{moment:%Y%m%d}" if self._width(kind) == DAY_NS else f"{kind}_{moment:%Y%m%d%H}"
 
     def _relation(self, db, kind: str, lo: int | None, hi: int | None) -> str | None:
         """SQL for the rows of ``kind`` in the partitions that [lo, hi) touches (None: unbounded); None when no
@@ -219,7 +224,7 @@ class EmbeddedBackend(TelemetryBackend):
     def _insert_by_day(self, db, kind: str, source: str, where: str = "", params: list | None = None) -> None:
         """Insert the rows of relation ``source`` (the columns of ``kind``, in order) into their partitions (of
         ``partition_hours``), creating the missing ones (and the view over them)."""
-        column, width = _KIND_TIME[kind], self.partition_ns
+        column, width = _KIND_TIME[kind], self._width(kind)
         filter_sql = f" WHERE {where}" if where else ""
         found = db.execute(f"SELECT DISTINCT {column} // {width} FROM {source}{filter_sql}", params or []).fetchall()
         existing, created = {name for _, _, name in self._spans(db, kind)}, False
@@ -761,25 +766,33 @@ class EmbeddedBackend(TelemetryBackend):
                                         _EPOCH + timedelta(microseconds=end // 1000), sizes.get(name)))
         return found
 
+    EXPIRE_BATCH = 64  # partitions dropped per transaction: the file's write lock is held for that many DROPs at most
+
     def expire(self, now=None, dry_run: bool = False, progress=None) -> list[Expiry]:
-        """Drop every day partition lying wholly before its tier's horizon, one short transaction per partition (the
-        file's lock is held for a DROP TABLE at a time, never for the whole pass); then let DuckDB reuse the space
-        (CHECKPOINT). Rollups are kept on every write, so nothing has to be built before raw days go."""
+        """Drop every partition lying wholly before its tier's horizon, ``EXPIRE_BATCH`` per short transaction (ingestion
+        waits at most that many DROP TABLEs for the file, never the whole pass), then rebuild the views of the kinds
+        that lost tables once, and let DuckDB reuse the space (CHECKPOINT). Rollups are kept on every write, so nothing
+        has to be built before raw partitions go. The store's own reads never use the views."""
         now = now or self.now()
         with self._connect() as db:
             found = self._expired(db, now)
-        if dry_run:
+        if dry_run or not found:
             return found
-        for done, item in enumerate(found, 1):
-            kind = _PARTITION.match(item.partition)["kind"]
+        done = 0
+        for first in range(0, len(found), self.EXPIRE_BATCH):
+            batch = found[first:first + self.EXPIRE_BATCH]
             with self._connect() as db, self._transaction(db):
-                db.execute(f"DROP TABLE IF EXISTS {item.partition}")
-                self._replace_view(db, kind)
-            if progress is not None:
-                progress(done, len(found), item)
-        if found:
-            with self._connect() as db:
-                db.execute("CHECKPOINT")
+                for item in batch:
+                    db.execute(f"DROP TABLE IF EXISTS {item.partition}")
+            for item in batch:
+                done += 1
+                if progress is not None:
+                    progress(done, len(found), item)
+        with self._connect() as db:
+            with self._transaction(db):
+                for kind in sorted({_PARTITION.match(item.partition)["kind"] for item in found}):
+                    self._replace_view(db, kind)
+            db.execute("CHECKPOINT")
         return found
 
     def footprint(self) -> dict:
