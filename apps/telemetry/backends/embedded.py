@@ -54,9 +54,10 @@ from .base import (
     Expiry, TierError, deduplicate_app, deduplicate_net, empty_app_frame, empty_frame, empty_net_aggregate, net_filter,
     net_frame_from_columns, net_window, step_seconds, utc_from_ns,
 )
-from ..retention import DAY_NS
+from ..retention import DAY_NS, as_ns
 
 NS = 1_000_000_000
+HOUR_NS = 3600 * NS
 ROLLUP_LEVELS = (60, 600, 3600)  # seconds; each level is built from the one before
 NET_ROLLUP_LEVELS = (60, 600)
 SCHEMA_VERSION = "3"  # 3: samples, rollups and network samples in day partitions (a version-2 file is moved in)
@@ -599,8 +600,9 @@ class EmbeddedBackend(TelemetryBackend):
     # -- network samples -----------------------------------------------------------------------
 
     def write_net(self, frame: pd.DataFrame) -> int:
-        """Store network (and host) samples in their partitions and refresh their rollups (past the raw horizon as
-        ``write`` does)."""
+        """Store network (and host) samples in their partitions. Their rollups are built by the retention pass, an hour
+        at a time, for every complete hour not yet rolled up (``roll_up_net``): reads use rollups only before the raw
+        horizon, so they need not exist sooner, and a write at a whole machine's NIC rate stays a plain insert."""
         if frame is None or len(frame) == 0:
             return 0
         batch = deduplicate_net(canonical_net(frame))
@@ -618,7 +620,9 @@ class EmbeddedBackend(TelemetryBackend):
                     if stored and db.execute(f"SELECT 1 FROM {stored} WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
                         self._delete_by_day(db, "net_samples", lo, hi + 1, same_key, [], using="USING net_batch b")
                     self._insert_by_day(db, "net_samples", "net_batch")
-                    self._refresh_net_rollups(db, "net_batch")
+                    # the hours this batch reached are rolled up (again) by the next retention pass
+                    hours = range(lo // HOUR_NS, hi // HOUR_NS + 1)
+                    db.execute("DELETE FROM store_info WHERE list_contains(?, key)", [[_rolled_key(h) for h in hours]])
             finally:
                 db.unregister("net_batch")
         return len(rows)
@@ -768,12 +772,37 @@ class EmbeddedBackend(TelemetryBackend):
 
     EXPIRE_BATCH = 64  # partitions dropped per transaction: the file's write lock is held for that many DROPs at most
 
+    def roll_up_net(self, now=None) -> int:
+        """Build the network rollups of every complete hour of network samples not rolled up since it was last written
+        (one short transaction per hour; hours wholly past the raw horizon only gain buckets they lack). Idempotent;
+        how many hours were rolled up."""
+        until = as_ns(now or self.now()) // HOUR_NS * HOUR_NS  # the current hour is not complete
+        with self._connect() as db:
+            done = {key for (key,) in db.execute("SELECT key FROM store_info WHERE key LIKE 'net-rolled:%'").fetchall()}
+            hours = set()
+            for first, end, name in self._spans(db, "net_samples"):
+                if first >= until:
+                    continue
+                hours.update(h for (h,) in db.execute(f"SELECT DISTINCT ts // {HOUR_NS} FROM {name} WHERE ts < ?",
+                                                        [until]).fetchall())
+        waiting = sorted(h for h in hours if _rolled_key(h) not in done)
+        for hour in waiting:
+            with self._connect() as db, self._transaction(db):
+                source = self._relation(db, "net_samples", hour * HOUR_NS, (hour + 1) * HOUR_NS)
+                db.execute(f"CREATE OR REPLACE TEMP TABLE net_hour AS SELECT * FROM {source} WHERE ts >= ? AND ts < ?",
+                           [hour * HOUR_NS, (hour + 1) * HOUR_NS])
+                self._refresh_net_rollups(db, "net_hour")
+                db.execute("INSERT OR REPLACE INTO store_info VALUES (?, 'yes')", [_rolled_key(hour)])
+        return len(waiting)
+
     def expire(self, now=None, dry_run: bool = False, progress=None) -> list[Expiry]:
         """Drop every partition lying wholly before its tier's horizon, ``EXPIRE_BATCH`` per short transaction (ingestion
         waits at most that many DROP TABLEs for the file, never the whole pass), then rebuild the views of the kinds
         that lost tables once, and let DuckDB reuse the space (CHECKPOINT). Rollups are kept on every write, so nothing
         has to be built before raw partitions go. The store's own reads never use the views."""
         now = now or self.now()
+        if not dry_run:
+            self.roll_up_net(now)  # before any raw hour can go
         with self._connect() as db:
             found = self._expired(db, now)
         if dry_run or not found:
@@ -792,6 +821,10 @@ class EmbeddedBackend(TelemetryBackend):
             with self._transaction(db):
                 for kind in sorted({_PARTITION.match(item.partition)["kind"] for item in found}):
                     self._replace_view(db, kind)
+                oldest = min((first for first, _, name in self._spans(db, "net_samples")), default=None)
+                if oldest is not None:  # forget the marks of hours whose samples are gone
+                    db.execute("DELETE FROM store_info WHERE key LIKE 'net-rolled:%' AND key < ?",
+                               [_rolled_key(oldest // HOUR_NS)])
             db.execute("CHECKPOINT")
         return found
 
@@ -875,3 +908,8 @@ def _span_of(text: str) -> tuple[int, int]:
         return int((moment - _EPOCH).total_seconds()) * NS, DAY_NS
     moment = datetime.strptime(text, "%Y%m%d%H").replace(tzinfo=timezone.utc)
     return int((moment - _EPOCH).total_seconds()) * NS, 3600 * NS
+
+
+def _rolled_key(hour: int) -> str:
+    """The ``store_info`` key saying the network rollups of hour number ``hour`` (since the epoch) are built."""
+    return f"net-rolled:{(_EPOCH + timedelta(hours=int(hour))):%Y%m%d%H}"
