@@ -165,7 +165,9 @@ def test_a_layout_2_file_moves_its_tables_into_day_partitions_and_keeps_every_sa
     connection = duckdb.connect(str(store.file))
     tables = {row[0] for row in connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     connection.close()
-    assert {"samples_20261121", "rollup_60_20261121", "net_samples_20261121", "net_rollup_600_20261121"} <= tables
+    assert {"samples_20261121", "rollup_60_20261121", "net_samples_20261121", "net_rollup_60_20261121"} <= tables
+    # the 10-minute tier: 30-day tables from the epoch on (2026-11-03 .. 2026-12-02 holds the 21st)
+    assert {"rollup_600_20261103_30d", "rollup_3600_20261103_30d", "net_rollup_600_20261103_30d"} <= tables
     assert not {"samples", "rollup_60", "net_samples"} & tables  # views now, over the partitions
 
 
