@@ -37,6 +37,9 @@ class TierError(ValueError):
 
 def _days(value: float) -> str:
     value = float(value)
+    if value < 1 and (value * 24) == int(value * 24):
+        hours = int(value * 24)
+        return f"{hours} hour" + ("s" if hours != 1 else "")
     if value % 365 == 0:
         years = int(value // 365)
         return f"{years} year" + ("s" if years != 1 else "")

@@ -160,8 +160,10 @@ def job_retention(job, *, store=None, now: datetime | None = None) -> dict | Non
     tier = retention.tier_at(job.start_time, now)
     record = JobTelemetry.objects.filter(job=job).only("status", "materialized", "step_seconds").first()
     ready = record is not None and record.status == JobTelemetryStatusChoices.STATUS_READY
-    # a cube in wider buckets than the job's duration calls for was built from rollups (the raw ones were gone)
-    from_rollups = ready and (record.step_seconds or 0) > choose_step((end - job.start_time).total_seconds())
+    # a cube built after the job's first raw samples went, or in wider buckets than its duration calls for, was built
+    # from rollups (the demo writes its history past the raw horizon: a cube of the right width, built from rollups)
+    from_rollups = ready and ((record.step_seconds or 0) > choose_step((end - job.start_time).total_seconds())
+                              or (record.materialized is not None and record.materialized >= job.start_time + kept_for))
     showing = "nothing" if not ready else "rollups" if from_rollups else "product"
     if showing == "rollups":
         tier = "1m" if record.step_seconds % 600 else "10m"

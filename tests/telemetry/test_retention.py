@@ -146,3 +146,24 @@ def test_a_running_job_whose_start_passed_the_raw_horizon_is_rebuilt_from_rollup
     again = job_telemetry_refresh(finished_job)
     assert again.status == "ready" and again.materialized > built.materialized and again.step_seconds % 60 == 0
     assert "expired" in again.message
+
+
+def test_a_cube_of_the_right_width_built_after_the_raw_samples_went_says_it_shows_rollups(db, store):
+    """The demo writes its history after its raw tier let it go: a 3-hour job's cube is in 60-s buckets either way, and
+    only when it was built (after its first raw samples went) tells that it came from the 1-minute rollups."""
+    from apps.jobs.models import Cluster, Job
+    from apps.telemetry.models import JobTelemetry
+    from apps.telemetry.selectors import job_retention
+
+    end = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=1)
+    start = end - timedelta(hours=3)
+    job = Job.objects.create(cluster=Cluster.objects.create(name="alps"), job_id=4043, user_name="alice", account="a",
+                             state="COMPLETED", submit_time=start, start_time=start, end_time=end, node_list=HOSTS)
+    store.write(synthetic(hosts=tuple(HOSTS), minutes=180, every_s=60, start=start))
+    built = job_telemetry_refresh(job)
+    assert built.status == "ready" and built.step_seconds == 60
+    later(store, 40)
+    assert job_retention(job)["showing"] == "product"  # built while its raw samples were all there
+    JobTelemetry.objects.filter(pk=built.pk).update(materialized=store.now())  # built at the store's "now" instead
+    state = job_retention(job)
+    assert state["showing"] == "rollups" and "1-minute rollups (60 s buckets)" in state["words"]
