@@ -452,6 +452,27 @@ def start_service():
 
 
 @pytest.fixture
+def store_kept(settings, tmp_path):
+    """``store_kept(raw_days, m1_days, m10_days)``: a fresh embedded telemetry store as the portal's default, keeping its
+    tiers for those days (not the test profile's century), returned; forgotten after the test."""
+    import copy
+
+    from apps.telemetry.store import reset_telemetry_stores, telemetry_store
+
+    def make(raw_days: float, m1_days: float, m10_days: float):
+        backends = copy.deepcopy(settings.TELEMETRY_BACKENDS)
+        backends["default"]["BACKEND"] = "apps.telemetry.backends.embedded.EmbeddedBackend"
+        backends["default"]["OPTIONS"].update(path=str(tmp_path / "telemetry"),
+                                              retention={"raw_days": raw_days, "m1_days": m1_days, "m10_days": m10_days})
+        settings.TELEMETRY_BACKENDS = backends
+        reset_telemetry_stores()
+        return telemetry_store()
+
+    yield make
+    reset_telemetry_stores()
+
+
+@pytest.fixture
 def store(settings, tmp_path):
     """A fresh embedded telemetry store for one test, configured as the portal's default."""
     from apps.telemetry.store import reset_telemetry_stores, telemetry_store

@@ -2,7 +2,6 @@
 product is kept, and a telemetry product's page lists the store's tiers from settings — raw 14 days, 1-minute rollups 60,
 10-minute rollups 400 (neither the defaults nor a product file's number) — with how far back each reaches. Screenshot:
 test-artifacts/screenshots/catalog-retention.png."""
-import copy
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -16,17 +15,8 @@ TIERS = "raw for 14 days, 1-min to 60 days, 10-min to 400 days"
 
 
 @pytest.fixture
-def fourteen_sixty_four_hundred(settings, tmp_path):
-    from apps.telemetry.store import reset_telemetry_stores
-
-    backends = copy.deepcopy(settings.TELEMETRY_BACKENDS)
-    backends["default"]["BACKEND"] = "apps.telemetry.backends.embedded.EmbeddedBackend"
-    backends["default"]["OPTIONS"].update(path=str(tmp_path / "telemetry"),
-                                          retention={"raw_days": 14, "m1_days": 60, "m10_days": 400})
-    settings.TELEMETRY_BACKENDS = backends
-    reset_telemetry_stores()
-    yield
-    reset_telemetry_stores()
+def fourteen_sixty_four_hundred(store_kept):
+    return store_kept(14, 60, 400)
 
 
 def test_the_catalogue_shows_each_products_retention(live_server, page, transactional_db, django_user_model, screenshot,

@@ -1,6 +1,5 @@
 """Each product's retention on the catalogue (issue 40): telemetry products show the store's tiers from settings (never a
 number of their own file), the others their file's retention or their job's; the API gives the tiers with their dates."""
-import copy
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -16,21 +15,12 @@ TELEMETRY = ("dcgm-device", "dcgm-profiling", "gpu-error-counters")
 
 
 @pytest.fixture
-def tiers(settings, tmp_path):
+def tiers(store_kept):
     """The default store keeps raw samples 14 days, 1-minute rollups 60 and 10-minute rollups 400 (not the defaults,
     not the test profile's century), on a fixed clock."""
-    from apps.telemetry.store import reset_telemetry_stores, telemetry_store
-
-    backends = copy.deepcopy(settings.TELEMETRY_BACKENDS)
-    backends["default"]["BACKEND"] = "apps.telemetry.backends.embedded.EmbeddedBackend"
-    backends["default"]["OPTIONS"].update(path=str(tmp_path / "telemetry"),
-                                          retention={"raw_days": 14, "m1_days": 60, "m10_days": 400})
-    settings.TELEMETRY_BACKENDS = backends
-    reset_telemetry_stores()
-    for store in (telemetry_store(), telemetry_store("default")):  # two cache entries of one store
-        store.clock = lambda: NOW
-    yield telemetry_store()
-    reset_telemetry_stores()
+    store = store_kept(14, 60, 400)
+    store.clock = lambda: NOW
+    return store
 
 
 def test_a_telemetry_file_may_not_declare_its_own_retention():
