@@ -228,3 +228,25 @@ def test_hourly_partitions_keep_the_contract_and_let_a_short_raw_retention_go_ho
     with pytest.raises(TelemetryUnavailable, match="partition_hours"):
         EmbeddedBackend(path=str(tmp_path / "other"), partition_hours=6)
 
+
+
+def test_a_pass_rolls_up_network_hours_within_its_budget_and_keeps_the_raw_hours_it_did_not_roll(tmp_path):
+    """A pass does not hold a worker for long after a large import: it rolls up the oldest hours within its budget,
+    and the raw network hours it has not rolled up yet stay for the next pass (their rollups would be lost)."""
+    from apps.telemetry.retention import Retention
+
+    from .contract import expected_net_aggregate, net_synthetic
+
+    store = EmbeddedBackend(path=str(tmp_path / "telemetry"), partition_hours=1, retention=CENTURY)
+    store.clock = lambda: T0 + timedelta(hours=4)
+    net = net_synthetic(minutes=180, every_s=60)  # 10:00-13:00, three hours
+    store.write_net(net)
+    store.retention, store.clock = Retention(0.25, 3, 14), (lambda: T0 + timedelta(hours=20))
+    store.ROLL_UP_SECONDS = 0  # one hour per pass at least, then the budget is spent
+    first = {item.partition for item in store.expire()}
+    assert first == {"net_samples_2026112110"}  # the hour it rolled went; the two it did not stay
+    second = {item.partition for item in store.expire()}
+    assert second == {"net_samples_2026112111"}
+    store.expire()
+    got = store.aggregate_net("alps", 600, start=T0).sort_values(["bucket", "host", "nic", "field"], ignore_index=True)
+    assert got["last"].tolist() == expected_net_aggregate(net, 600)["last"].tolist()  # every hour's rollups survived

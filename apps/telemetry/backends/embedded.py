@@ -784,10 +784,14 @@ class EmbeddedBackend(TelemetryBackend):
 
     EXPIRE_BATCH = 64  # partitions dropped per transaction: the file's write lock is held for that many DROPs at most
 
-    def roll_up_net(self, now=None) -> int:
-        """Build the network rollups of every complete hour of network samples not rolled up since it was last written
-        (one short transaction per hour; hours wholly past the raw horizon only gain buckets they lack). Idempotent;
-        how many hours were rolled up."""
+    ROLL_UP_SECONDS = 60.0  # a pass rolls up network hours for at most this long (oldest first); the next goes on
+
+    def roll_up_net(self, now=None, budget_s: float | None = None) -> int:
+        """Build the network rollups of every complete hour of network samples not rolled up since it was last written,
+        oldest first, for at most ``budget_s`` seconds (default ``ROLL_UP_SECONDS``; a worker is not held for long after
+        a large import or the demo's history): one short transaction per hour; hours wholly past the raw horizon only
+        gain buckets they lack. Idempotent; how many hours were rolled up."""
+        deadline = time.monotonic() + (self.ROLL_UP_SECONDS if budget_s is None else budget_s)
         until = as_ns(now or self.now()) // HOUR_NS * HOUR_NS  # the current hour is not complete
         with self._connect() as db:
             done = {key for (key,) in db.execute("SELECT key FROM store_info WHERE key LIKE 'net-rolled:%'").fetchall()}
@@ -798,14 +802,32 @@ class EmbeddedBackend(TelemetryBackend):
                 hours.update(h for (h,) in db.execute(f"SELECT DISTINCT ts // {HOUR_NS} FROM {name} WHERE ts < ?",
                                                         [until]).fetchall())
         waiting = sorted(h for h in hours if _rolled_key(h) not in done)
+        rolled = 0
         for hour in waiting:
+            if rolled and time.monotonic() > deadline:
+                break
+            rolled += 1
             with self._connect() as db, self._transaction(db):
                 source = self._relation(db, "net_samples", hour * HOUR_NS, (hour + 1) * HOUR_NS)
                 db.execute(f"CREATE OR REPLACE TEMP TABLE net_hour AS SELECT * FROM {source} WHERE ts >= ? AND ts < ?",
                            [hour * HOUR_NS, (hour + 1) * HOUR_NS])
                 self._refresh_net_rollups(db, "net_hour")
                 db.execute("INSERT OR REPLACE INTO store_info VALUES (?, 'yes')", [_rolled_key(hour)])
-        return len(waiting)
+        return rolled
+
+    def _unrolled_from(self, db, now) -> int | None:
+        """The first instant of the earliest complete hour of network samples not rolled up yet (None: all are): no raw
+        network partition from there on may go, or its rollups would be lost."""
+        until = as_ns(now) // HOUR_NS * HOUR_NS
+        done = {key for (key,) in db.execute("SELECT key FROM store_info WHERE key LIKE 'net-rolled:%'").fetchall()}
+        for first, end, name in self._spans(db, "net_samples"):
+            if first >= until:
+                break
+            for (hour,) in db.execute(f"SELECT DISTINCT ts // {HOUR_NS} AS h FROM {name} WHERE ts < ? ORDER BY h",
+                                      [until]).fetchall():
+                if _rolled_key(hour) not in done:
+                    return hour * HOUR_NS
+        return None
 
     def expire(self, now=None, dry_run: bool = False, progress=None) -> list[Expiry]:
         """Drop every partition lying wholly before its tier's horizon, ``EXPIRE_BATCH`` per short transaction (ingestion
@@ -817,6 +839,10 @@ class EmbeddedBackend(TelemetryBackend):
             self.roll_up_net(now)  # before any raw hour can go
         with self._connect() as db:
             found = self._expired(db, now)
+            unrolled = self._unrolled_from(db, now)
+        if unrolled is not None:  # raw network partitions not rolled up yet wait for a later pass
+            found = [item for item in found if not (item.partition.startswith("net_samples_")
+                                                    and as_ns(item.last) > unrolled)]
         if dry_run or not found:
             return found
         done = 0
