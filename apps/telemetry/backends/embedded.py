@@ -175,7 +175,7 @@ class EmbeddedBackend(TelemetryBackend):
                 if kind not in tables:
                     continue
                 db.execute(f"ALTER TABLE {kind} RENAME TO {kind}_layout2")
-                self._insert_by_day(db, kind, f"{kind}_layout2")
+                self._insert_in_spans(db, kind, f"{kind}_layout2")
                 db.execute(f"DROP TABLE {kind}_layout2")
             if "net_samples" in tables:
                 self._refresh_net_rollups(db, "net_samples")
@@ -234,7 +234,7 @@ class EmbeddedBackend(TelemetryBackend):
             body = f"SELECT {columns} WHERE false"
         db.execute(f"CREATE OR REPLACE VIEW {kind} AS {body}")
 
-    def _insert_by_day(self, db, kind: str, source: str, where: str = "", params: list | None = None) -> None:
+    def _insert_in_spans(self, db, kind: str, source: str, where: str = "", params: list | None = None) -> None:
         """Insert the rows of relation ``source`` (the columns of ``kind``, in order) into their partitions (of
         ``partition_hours``), creating the missing ones (and the view over them)."""
         column, width = _KIND_TIME[kind], self._width(kind)
@@ -253,7 +253,7 @@ class EmbeddedBackend(TelemetryBackend):
         if created:
             self._replace_view(db, kind)
 
-    def _delete_by_day(self, db, kind: str, lo: int | None, hi: int | None, where: str, params: list,
+    def _delete_in_spans(self, db, kind: str, lo: int | None, hi: int | None, where: str, params: list,
                        using: str = "") -> None:
         """``DELETE FROM`` each partition of ``kind`` that [lo, hi) touches, as ``r`` (``using``: ``USING ...``)."""
         column = _KIND_TIME[kind]
@@ -372,9 +372,9 @@ class EmbeddedBackend(TelemetryBackend):
                     # Only when the batch overlaps stored time: new data (the common case) skips the join.
                     stored = self._relation(db, "samples", lo, hi + 1)
                     if stored and db.execute(f"SELECT 1 FROM {stored} WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
-                        self._delete_by_day(db, "samples", lo, hi + 1, "r.ts = b.ts AND r.series = b.series AND r.field = b.field",
+                        self._delete_in_spans(db, "samples", lo, hi + 1, "r.ts = b.ts AND r.series = b.series AND r.field = b.field",
                                             [], using="USING batch b")
-                    self._insert_by_day(db, "samples", "batch")
+                    self._insert_in_spans(db, "samples", "batch")
                     self._refresh_rollups(db, "batch")
             finally:
                 try:
@@ -398,7 +398,7 @@ class EmbeddedBackend(TelemetryBackend):
             lo, hi = lo_ts - lo_ts % width, hi_ts - hi_ts % width + width
             cut = max(lo, min(hi, raw_horizon - raw_horizon % width))  # buckets before it lie wholly past the raw horizon
             if cut < hi:
-                self._delete_by_day(db, f"rollup_{level}", cut, hi, join, [], using="USING touched t")
+                self._delete_in_spans(db, f"rollup_{level}", cut, hi, join, [], using="USING touched t")
             source = self._relation(db, kind, lo, hi)
             if source is not None:
                 db.execute(f"""CREATE OR REPLACE TEMP TABLE fresh AS
@@ -407,7 +407,7 @@ class EmbeddedBackend(TelemetryBackend):
                                WHERE r.{time_column} >= ? AND r.{time_column} < ?
                                GROUP BY ALL""", [lo, hi])
                 self._keep_built(db, "fresh", f"rollup_{level}", ("series", "field"), lo, cut)
-                self._insert_by_day(db, f"rollup_{level}", "fresh")
+                self._insert_in_spans(db, f"rollup_{level}", "fresh")
             kind, time_column, aggregates = f"rollup_{level}", "bucket", "sum(r.n), sum(r.total), min(r.lo), max(r.hi)"
 
     def _keep_built(self, db, fresh: str, kind: str, keys: tuple, lo: int, cut: int) -> None:
@@ -543,7 +543,7 @@ class EmbeddedBackend(TelemetryBackend):
                            where[1])
                 removed = db.execute("SELECT count(*) FROM deleted").fetchone()[0]
                 if removed:
-                    self._delete_by_day(db, "samples", lo, hi, where[0], where[1])
+                    self._delete_in_spans(db, "samples", lo, hi, where[0], where[1])
                     self._refresh_rollups(db, "deleted")
         return int(removed)
 
@@ -630,8 +630,8 @@ class EmbeddedBackend(TelemetryBackend):
                 with self._transaction(db):
                     stored = self._relation(db, "net_samples", lo, hi + 1)
                     if stored and db.execute(f"SELECT 1 FROM {stored} WHERE ts BETWEEN ? AND ? LIMIT 1", [lo, hi]).fetchone():
-                        self._delete_by_day(db, "net_samples", lo, hi + 1, same_key, [], using="USING net_batch b")
-                    self._insert_by_day(db, "net_samples", "net_batch")
+                        self._delete_in_spans(db, "net_samples", lo, hi + 1, same_key, [], using="USING net_batch b")
+                    self._insert_in_spans(db, "net_samples", "net_batch")
                     # the hours this batch reached are rolled up (again) by the next retention pass
                     hours = range(lo // HOUR_NS, hi // HOUR_NS + 1)
                     db.execute("DELETE FROM store_info WHERE list_contains(?, key)", [[_rolled_key(h) for h in hours]])
@@ -655,7 +655,7 @@ class EmbeddedBackend(TelemetryBackend):
             lo, hi = lo_ts - lo_ts % width, hi_ts - hi_ts % width + width
             cut = max(lo, min(hi, raw_horizon - raw_horizon % width))
             if cut < hi:
-                self._delete_by_day(db, f"net_rollup_{level}", cut, hi, join, [], using="USING net_touched t")
+                self._delete_in_spans(db, f"net_rollup_{level}", cut, hi, join, [], using="USING net_touched t")
             source = self._relation(db, kind, lo, hi)
             if source is not None:
                 db.execute(f"""CREATE OR REPLACE TEMP TABLE net_fresh AS
@@ -665,7 +665,7 @@ class EmbeddedBackend(TelemetryBackend):
                                WHERE r.{time_column} >= ? AND r.{time_column} < ?
                                GROUP BY ALL""", [lo, hi])
                 self._keep_built(db, "net_fresh", f"net_rollup_{level}", ("cluster", "host", "nic", "field"), lo, cut)
-                self._insert_by_day(db, f"net_rollup_{level}", "net_fresh")
+                self._insert_in_spans(db, f"net_rollup_{level}", "net_fresh")
             # a coarser bucket's first sample is the first of its earliest finer bucket, its last the last of its latest
             kind, time_column = f"net_rollup_{level}", "bucket"
             aggregates = "sum(r.n), arg_min(r.first, r.bucket), arg_max(r.last, r.bucket), min(r.lo), max(r.hi)"
@@ -765,7 +765,7 @@ class EmbeddedBackend(TelemetryBackend):
             source = self._relation(db, "net_samples", None, None)
             removed = db.execute(f"SELECT count(*) FROM {source} WHERE {names[0]}", names[1]).fetchone()[0] if source else 0
             for kind in ("net_samples", *[f"net_rollup_{level}" for level in NET_ROLLUP_LEVELS]):
-                self._delete_by_day(db, kind, None, None, names[0], names[1])
+                self._delete_in_spans(db, kind, None, None, names[0], names[1])
         return int(removed)
 
     # -- retention -----------------------------------------------------------------------------
